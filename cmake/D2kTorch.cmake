@@ -1,0 +1,46 @@
+# Finds libtorch inside an installed PyTorch package and defines the imported target d2k::torch.
+#
+# d2k links only libtorch_cpu and libc10: the CPU parts, which CI has. On the cuda device the
+# orchestrator loads libtorch_cuda at run time (src/reference/torch_device.cpp), so one build works on
+# a machine with or without the CUDA half of the wheel.
+#
+# Where the package is: D2K_TORCH_DIR (the folder holding lib/ and include/), else the project's own
+# install under .deps/ (scripts/setup), else whatever `python3 -c "import torch"` finds.
+set(D2K_TORCH_DIR "" CACHE PATH "PyTorch package folder (holds lib/ and include/)")
+if(NOT D2K_TORCH_DIR)
+  if(EXISTS "${PROJECT_SOURCE_DIR}/.deps/python/torch/lib/libtorch_cpu.so")
+    set(D2K_TORCH_DIR "${PROJECT_SOURCE_DIR}/.deps/python/torch" CACHE PATH "" FORCE)
+  else()
+    find_package(Python3 COMPONENTS Interpreter)
+    if(Python3_Interpreter_FOUND)
+      execute_process(
+        COMMAND "${Python3_EXECUTABLE}" -c "import os, torch; print(os.path.dirname(torch.__file__))"
+        OUTPUT_VARIABLE _d2k_torch OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      if(_d2k_torch)
+        set(D2K_TORCH_DIR "${_d2k_torch}" CACHE PATH "" FORCE)
+      endif()
+    endif()
+  endif()
+endif()
+if(NOT EXISTS "${D2K_TORCH_DIR}/lib/libtorch_cpu.so")
+  message(FATAL_ERROR "libtorch not found (D2K_TORCH_DIR='${D2K_TORCH_DIR}'). "
+                      "Run scripts/setup, or pass -DD2K_TORCH_DIR=<site-packages>/torch.")
+endif()
+message(STATUS "d2k: libtorch from ${D2K_TORCH_DIR}")
+
+add_library(d2k_torch INTERFACE)
+add_library(d2k::torch ALIAS d2k_torch)
+target_include_directories(d2k_torch SYSTEM INTERFACE
+  "${D2K_TORCH_DIR}/include" "${D2K_TORCH_DIR}/include/torch/csrc/api/include")
+# torch ships fmt 12 in its include folder, which shadows the system fmt (9) in every target that sees
+# torch: use that copy header-only there (fmt's versioned namespaces keep the two apart).
+target_compile_definitions(d2k_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1 FMT_HEADER_ONLY=1)
+target_link_libraries(d2k_torch INTERFACE
+  "${D2K_TORCH_DIR}/lib/libtorch_cpu.so" "${D2K_TORCH_DIR}/lib/libc10.so")
+# The CUDA runtime libraries libtorch_cpu needs: the toolkit's, else the pip packages' (scripts/setup).
+set(D2K_TORCH_RPATH "${D2K_TORCH_DIR}/lib")
+foreach(_d2k_nv cuda_runtime cuda_cupti cu13)
+  if(EXISTS "${D2K_TORCH_DIR}/../nvidia/${_d2k_nv}/lib")
+    list(APPEND D2K_TORCH_RPATH "${D2K_TORCH_DIR}/../nvidia/${_d2k_nv}/lib")
+  endif()
+endforeach()

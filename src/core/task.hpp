@@ -1,0 +1,105 @@
+// The data model of a task: what it computes (tensors, scalars, axes), how it is checked (tolerance),
+// how fast it could possibly be (FLOP and minimum-byte formulas) and the workloads it is measured on.
+// Plain structs; task_loader.cpp fills them from tasks/<family>/<name>/task.toml.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/guidance.hpp"
+
+namespace d2k {
+
+// How the values of one input are drawn. Every workload can override it per input.
+struct InputInit {
+  std::string dist = "normal";  // normal | uniform | student_t | ties | randint
+  double mean = 0.0;            // normal, student_t, ties
+  double std = 1.0;             // normal, student_t, ties
+  double low = 0.0;             // uniform, randint (inclusive)
+  double high = 1.0;            // uniform, randint (exclusive)
+  double df = 3.0;              // student_t degrees of freedom (heavy tails)
+  double quantum = 0.25;        // ties: values rounded to multiples of this, so equal values recur
+};
+
+// When an output counts as correct.
+struct Tolerance {
+  enum class Metric { numeric, exact };
+  Metric metric = Metric::numeric;
+  // numeric: every element must satisfy |got - want| <= atol * rms(want) + rtol * |want|, and the
+  // normalized mean squared error sum((got - want)^2) / sum(want^2) must be at most nmse.
+  double nmse = 1e-5;
+  double rtol = 1e-2;
+  double atol = 1e-3;
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::string> shape;  // one formula per dimension, in the task's axes
+  // Optional element strides, one formula per dimension; row-major when empty. `layouts` holds named
+  // alternatives that a workload can pick (e.g. column-major scales).
+  std::vector<std::string> strides;
+  std::map<std::string, std::vector<std::string>> layouts;
+  InputInit init;        // inputs only
+  bool inplace = false;  // outputs only: the output is the input of the same name, updated in place
+  Tolerance tolerance;   // outputs only
+};
+
+struct ScalarSpec {
+  std::string name;
+  bool is_int = false;
+  double value = 0.0;  // the default; a workload can override it
+};
+
+struct Workload {
+  std::string name;         // named after the real model, e.g. "llama3-8b-T2048"
+  std::string model;        // the model it comes from, free text
+  std::map<std::string, int64_t> axes;
+  std::map<std::string, double> scalars;          // overrides of ScalarSpec::value
+  std::map<std::string, std::string> layouts;     // tensor name -> layout name
+  std::map<std::string, InputInit> inits;         // input name -> override of its InputInit
+};
+
+struct Task {
+  std::string name;  // "<family>/<name>", e.g. "norm/fused_add_rmsnorm"
+  std::filesystem::path dir;
+  std::string summary;      // one line
+  std::string description;  // what it computes, markdown
+  std::string source;       // the system it comes from
+  std::string baseline;     // how the eager reference is written
+  std::vector<std::string> axes;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<ScalarSpec> scalars;
+  std::string flops;      // formula in the axes
+  std::string min_bytes;  // formula in the axes: bytes that must cross DRAM at least once
+  std::vector<Workload> workloads;
+  Guidance guidance;
+
+  const Workload* find_workload(const std::string& name) const;
+  const TensorSpec* find_input(const std::string& name) const;
+  const TensorSpec* find_output(const std::string& name) const;
+};
+
+// A tensor's concrete geometry for one workload.
+struct Geometry {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  int64_t numel() const;
+  int64_t span() const;  // elements from the first to one past the last addressable element
+};
+
+// Evaluates a tensor's shape and strides (with the workload's layout choice) in the workload's axes.
+Geometry geometry_of(const TensorSpec& spec, const Workload& workload);
+double flops_of(const Task& task, const Workload& workload);
+double min_bytes_of(const Task& task, const Workload& workload);
+// The workload's value for every scalar (its override or the task default).
+std::vector<std::pair<const ScalarSpec*, double>> scalars_of(const Task& task, const Workload& workload);
+InputInit init_of(const TensorSpec& input, const Workload& workload);
+
+}  // namespace d2k

@@ -1,0 +1,81 @@
+// A trace: the result of one solution on one workload. Plain data; JSON mapping in core/json.cpp.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/device.hpp"
+
+namespace d2k {
+
+// The closed set of outcomes. Anything but passed means the solution is not correct on the workload.
+enum class Status {
+  passed,
+  incorrect_shape,     // wrote only part of an output, or outside its extent
+  incorrect_dtype,     // wrote another element type than the output's
+  incorrect_numerics,  // values outside the tolerance, NaN or Inf
+  compile_error,
+  runtime_error,       // failed to load, returned an error, crashed, or faulted on the device
+  timeout,
+  rejected,            // caught doing something it must not (e.g. writing outside its outputs)
+};
+
+std::string_view name_of(Status status);
+std::optional<Status> parse_status(std::string_view name);
+
+// How far one compared tensor is from the oracle.
+struct Comparison {
+  std::string name;
+  std::string metric;       // numeric | exact
+  bool passed = false;
+  double nmse = 0.0;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;    // max |got - want| / |want| over elements with want != 0
+  double worst_excess = 0.0;     // max |got - want| / (atol * rms(want) + rtol * |want|); <= 1 passes
+  int64_t mismatches = 0;        // elements outside the tolerance (or unequal, for exact)
+  int64_t non_finite = 0;        // NaN or Inf in the solution's output
+  int64_t worst_index = -1;      // flat index of the worst element
+  double worst_got = 0.0;
+  double worst_want = 0.0;
+  int64_t elements = 0;
+};
+
+// Median and spread of one timed call, in milliseconds.
+struct TimingSummary {
+  double median_ms = 0.0;
+  double p10_ms = 0.0;
+  double p90_ms = 0.0;
+  double min_ms = 0.0;
+  double mean_ms = 0.0;
+  int samples = 0;
+};
+
+struct Performance {
+  TimingSummary solution;
+  std::optional<TimingSummary> baseline;  // the eager reference
+  std::optional<double> speedup;          // baseline median / solution median
+  double flops = 0.0;                     // of the workload, from the task's formula
+  double min_bytes = 0.0;
+  double achieved_gbps = 0.0;             // min_bytes / solution median
+  double achieved_tflops = 0.0;           // flops / solution median
+  std::optional<double> sol_fraction;     // speed-of-light time / solution median (1 = at the floor)
+};
+
+struct Trace {
+  std::string task;
+  std::string workload;
+  std::string solution;
+  Device device = Device::cpu;
+  Status status = Status::runtime_error;
+  std::string message;  // why, for a person; empty when passed
+  std::string log;      // compiler or worker output, capped
+  uint64_t seed = 0;
+  std::vector<Comparison> comparisons;
+  std::optional<Performance> performance;
+  std::string device_name;
+  std::string timestamp;  // ISO 8601, UTC
+};
+
+}  // namespace d2k
