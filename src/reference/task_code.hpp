@@ -16,17 +16,25 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/task.hpp"
 
 namespace d2k {
 
 using TensorMap = std::map<std::string, at::Tensor>;
 
-// Scalar values of one workload, by name.
+// Scalar values of one workload, by name, and its axis values: a reference needs an axis when one of its
+// outputs has an extent that no input shows (moe/topk_softmax's k).
 struct Scalars {
   std::map<std::string, double> values;
+  std::map<std::string, int64_t> axes;
   double f(const std::string& name) const;
   int64_t i(const std::string& name) const;
+  int64_t axis(const std::string& name) const {
+    auto it = axes.find(name);
+    if (it == axes.end()) fail("the reference asked for axis '{}', which the workload does not define", name);
+    return it->second;
+  }
 };
 
 class TaskCode {

@@ -1,0 +1,158 @@
+#include "cli/app.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fnmatch.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/context.hpp"
+#include "cli/table.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "runner/builder.hpp"
+
+namespace d2k {
+namespace {
+
+void add_run_options(CLI::App& command, CommonOptions& options) {
+  command.add_option("--device", options.device, "auto, cuda or cpu (auto: cuda when a GPU is usable)")
+      ->capture_default_str();
+  command.add_option("--workload,-w", options.workloads, "run only these workloads (repeatable)");
+  command.add_option("--seed", options.seed, "seed of the input draw")->capture_default_str();
+  command.add_option("--json", options.json, "write the traces as JSON to FILE ('-' for stdout)");
+  command.add_flag("--no-baseline", options.no_baseline, "do not time the eager baseline");
+  command.add_option("--timeout", options.timeout, "seconds a worker may run before it counts as hung")
+      ->capture_default_str();
+  command.add_option("--max-seconds", options.max_seconds, "timing budget per workload, seconds")
+      ->capture_default_str();
+  command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
+}
+
+void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
+  nlohmann::json doc = {{"device", name_of(eval.device)},
+                        {"device_name", eval.device_name},
+                        {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
+                                      {"bf16_tflops", eval.ceiling.peak_tflops ? nlohmann::json(*eval.ceiling.peak_tflops) : nlohmann::json()}}},
+                        {"traces", traces}};
+  if (target == "-") {
+    std::cout << doc.dump(2) << '\n';
+    return;
+  }
+  std::ofstream out(target);
+  out << doc.dump(2) << '\n';
+  if (!out) fail("--json: could not write {}", target);
+}
+
+int finish(const CommonOptions& options, const EvalOptions& eval, const std::vector<Trace>& traces) {
+  if (options.json != "-") print_trace_table(std::cout, traces);
+  if (!options.json.empty()) write_json(options.json, eval, traces);
+  const bool all_passed = std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.status == Status::passed; });
+  return all_passed && !traces.empty() ? 0 : 1;
+}
+
+std::set<int> parse_levels(const std::string& text) {
+  std::set<int> levels;
+  if (text.empty() || text == "none") return levels;
+  if (text == "all") return {1, 2, 3};
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const auto item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string digits = item.size() > 1 && (item[0] == 'L' || item[0] == 'l') ? item.substr(1) : item;
+    if (digits != "1" && digits != "2" && digits != "3") fail("--levels: '{}' is not a level (1, 2, 3, L1.., all, none)", item);
+    levels.insert(digits[0] - '0');
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return levels;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"d2k: design-to-kernel benchmark. Is the kernel correct, and how fast is it against eager "
+               "PyTorch, the expert and the GPU's speed of light?"};
+  app.require_subcommand(1);
+  CommonOptions options;
+  app.add_option("--root", options.root, "the d2k tree holding tasks/ and include/ (default: $D2K_ROOT or the build's source)");
+
+  std::string task_name, solution_path, levels = "all";
+  auto* tasks = app.add_subcommand("tasks", "list the tasks, or show one with its guidance");
+  tasks->add_option("task", task_name, "a task to show, e.g. norm/fused_add_rmsnorm");
+  tasks->add_option("--levels", levels, "guidance levels to render: 1,2,3 | all | none")->capture_default_str();
+
+  auto* eval = app.add_subcommand("eval", "evaluate one solution on a task's workloads");
+  eval->add_option("task", task_name, "the task, e.g. norm/fused_add_rmsnorm")->required();
+  eval->add_option("solution", solution_path, "a .cu or .cpp file, or a folder of them")->required();
+  add_run_options(*eval, options);
+
+  std::vector<std::string> task_globs;
+  auto* bench = app.add_subcommand("bench", "evaluate the shipped expert solutions on every task");
+  bench->add_option("--task,-t", task_globs, "task name or glob, e.g. 'moe/*' (repeatable; default all)");
+  add_run_options(*bench, options);
+
+  auto* ceilings = app.add_subcommand("ceilings", "measure (or show the cached) copy bandwidth and matrix rate");
+  ceilings->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
+  ceilings->add_flag("--refresh", options.refresh_ceilings, "measure again");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    const auto context = make_context(options);
+    if (tasks->parsed()) {
+      const auto all = load_all_tasks(context);
+      if (task_name.empty()) print_task_list(std::cout, all);
+      else print_task(std::cout, find_task(all, task_name), parse_levels(levels));
+      return 0;
+    }
+    if (ceilings->parsed()) {
+      const auto eval_options = make_eval_options(context, options);
+      std::cout << fmt::format("{} ({}): copy {:.0f} GB/s (read + write)", eval_options.device_name,
+                               name_of(eval_options.device), eval_options.ceiling.copy_gbps);
+      if (eval_options.ceiling.peak_tflops) std::cout << fmt::format(", dense bf16 {:.0f} TFLOP/s", *eval_options.ceiling.peak_tflops);
+      std::cout << '\n';
+      return 0;
+    }
+    if (eval->parsed()) {
+      const auto all = load_all_tasks(context);
+      const auto& task = find_task(all, task_name);
+      const auto solution = load_solution(solution_path);
+      auto eval_options = make_eval_options(context, options);
+      Evaluator evaluator(eval_options);
+      return finish(options, eval_options, evaluator.evaluate(task, solution));
+    }
+    if (bench->parsed()) {
+      const auto all = load_all_tasks(context);
+      auto eval_options = make_eval_options(context, options);
+      Evaluator evaluator(eval_options);
+      std::vector<Trace> traces;
+      int matched = 0;
+      for (const auto& task : all) {
+        const bool selected = task_globs.empty() || std::any_of(task_globs.begin(), task_globs.end(), [&](const std::string& g) {
+                                return fnmatch(g.c_str(), task.name.c_str(), 0) == 0;
+                              });
+        if (!selected) continue;
+        ++matched;
+        const auto dir = task.dir / "solution" / std::string(name_of(eval_options.device));
+        if (!std::filesystem::exists(dir)) fail("{}: no expert solution for the {} device at {}", task.name, name_of(eval_options.device), dir.string());
+        auto task_traces = evaluator.evaluate(task, load_solution(dir));
+        traces.insert(traces.end(), task_traces.begin(), task_traces.end());
+      }
+      if (matched == 0) fail("--task: no task matches");
+      return finish(options, eval_options, traces);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "d2k: error: " << e.what() << '\n';
+    return 2;
+  }
+  return 2;
+}
+
+}  // namespace d2k

@@ -1,0 +1,95 @@
+#include "cli/context.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "core/error.hpp"
+#include "core/task_loader.hpp"
+#include "eval/device_select.hpp"
+#include "timing/ceilings.hpp"
+
+namespace d2k {
+namespace {
+
+std::filesystem::path self_dir() {
+  std::error_code error;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::current_path() : exe.parent_path();
+}
+
+std::filesystem::path cache_root() {
+  if (const char* dir = std::getenv("D2K_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "d2k";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "d2k";
+  return std::filesystem::temp_directory_path() / "d2k-cache";
+}
+
+}  // namespace
+
+Context make_context(const CommonOptions& options) {
+  Context context;
+  if (!options.root.empty()) {
+    context.root = options.root;
+  } else if (const char* env = std::getenv("D2K_ROOT"); env && *env) {
+    context.root = env;
+  } else {
+    context.root = D2K_ROOT_DIR;
+  }
+  context.root = std::filesystem::absolute(context.root);
+  context.tasks_dir = context.root / "tasks";
+  if (!std::filesystem::is_directory(context.tasks_dir))
+    fail("no tasks folder at {} (set --root or D2K_ROOT to the d2k source tree)", context.tasks_dir.string());
+  context.cache_dir = cache_root();
+  std::filesystem::create_directories(context.cache_dir);
+  return context;
+}
+
+EvalOptions make_eval_options(const Context& context, const CommonOptions& options) {
+  EvalOptions eval;
+  if (options.device == "auto") {
+    if (auto why = cuda_unavailable()) {
+      std::cerr << fmt::format("d2k: {}; running on the cpu device (a test seam: its times are not GPU numbers)\n", *why);
+      eval.device = Device::cpu;
+    } else {
+      eval.device = Device::cuda;
+    }
+  } else if (auto device = parse_device(options.device)) {
+    eval.device = *device;
+    if (eval.device == Device::cuda)
+      if (auto why = cuda_unavailable()) fail("--device cuda: {}", *why);
+  } else {
+    fail("--device: unknown device '{}' (auto, cuda or cpu)", options.device);
+  }
+  eval.workloads = options.workloads;
+  eval.seed = options.seed;
+  eval.baseline = !options.no_baseline;
+  eval.timing.max_seconds = options.max_seconds;
+  eval.worker_timeout_seconds = options.timeout;
+  eval.root = context.root;
+  eval.cache_dir = context.cache_dir / "builds";
+  eval.scratch_dir = context.cache_dir / "scratch";
+  std::filesystem::create_directories(eval.scratch_dir);
+  eval.worker = self_dir() / "d2k-worker";
+  if (!std::filesystem::exists(eval.worker)) fail("the worker executable is missing: {}", eval.worker.string());
+  eval.device_name = device_name(eval.device);
+  eval.progress = &std::cerr;
+  const auto ceilings = cached_ceilings(eval.device, context.cache_dir, options.refresh_ceilings, &std::cerr);
+  eval.ceiling.copy_gbps = ceilings.copy_gbps;
+  eval.ceiling.peak_tflops = ceilings.bf16_tflops;
+  return eval;
+}
+
+std::vector<Task> load_all_tasks(const Context& context) { return load_tasks(context.tasks_dir); }
+
+const Task& find_task(const std::vector<Task>& tasks, const std::string& name) {
+  for (const auto& task : tasks)
+    if (task.name == name) return task;
+  std::string known;
+  for (const auto& task : tasks) known += (known.empty() ? "" : ", ") + task.name;
+  fail("no task '{}' (known: {})", name, known);
+}
+
+}  // namespace d2k

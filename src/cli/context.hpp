@@ -1,0 +1,38 @@
+// What every subcommand needs: where the tasks are, which device, the caches, the worker.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/task.hpp"
+#include "eval/evaluator.hpp"
+
+namespace d2k {
+
+struct CommonOptions {
+  std::string root;            // --root, else $D2K_ROOT, else the source tree d2k was built from
+  std::string device = "auto"; // --device auto|cuda|cpu
+  uint64_t seed = 1;
+  std::vector<std::string> workloads;
+  std::string json;            // --json FILE ("-" for stdout)
+  bool no_baseline = false;
+  double timeout = 120.0;      // seconds per worker
+  double max_seconds = 1.0;    // timing budget per workload
+  bool refresh_ceilings = false;
+};
+
+struct Context {
+  std::filesystem::path root;
+  std::filesystem::path tasks_dir;
+  std::filesystem::path cache_dir;
+};
+
+Context make_context(const CommonOptions& options);
+// Resolves `auto` (cuda when a GPU is usable, else cpu, saying why) and fills EvalOptions, including
+// the measured ceilings of the device.
+EvalOptions make_eval_options(const Context& context, const CommonOptions& options);
+std::vector<Task> load_all_tasks(const Context& context);
+const Task& find_task(const std::vector<Task>& tasks, const std::string& name);
+
+}  // namespace d2k

@@ -1,0 +1,114 @@
+#include "cli/table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/metrics.hpp"
+
+namespace d2k {
+namespace {
+
+std::string micros(double ms) { return fmt::format("{:.1f}", ms * 1e3); }
+
+// The achieved rate on the side that bounds the workload: above the H200's ridge point (about 200 FLOP
+// per byte for dense bf16) a workload is compute-bound, below it memory-bound.
+std::string achieved(const Performance& p) {
+  if (p.flops > 200.0 * p.min_bytes) return fmt::format("{:.1f} TFLOP/s", p.achieved_tflops);
+  return fmt::format("{:.0f} GB/s", p.achieved_gbps);
+}
+
+struct Column {
+  std::string title;
+  bool left = false;
+  std::size_t width = 0;
+};
+
+}  // namespace
+
+void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
+  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
+                                 {"solution us"}, {"speedup"}, {"achieved"}, {"% SOL"}};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : traces) {
+    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-"};
+    if (t.performance) {
+      const auto& p = *t.performance;
+      if (p.baseline) row[3] = micros(p.baseline->median_ms);
+      row[4] = micros(p.solution.median_ms);
+      if (p.speedup) row[5] = fmt::format("{:.2f}x", *p.speedup);
+      row[6] = achieved(p);
+      if (p.sol_fraction) row[7] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
+    }
+    rows.push_back(std::move(row));
+  }
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    columns[c].width = columns[c].title.size();
+    for (const auto& row : rows) columns[c].width = std::max(columns[c].width, row[c].size());
+  }
+  const auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      const auto& col = columns[c];
+      line += col.left ? fmt::format("{:<{}}", cells[c], col.width) : fmt::format("{:>{}}", cells[c], col.width);
+      if (c + 1 < columns.size()) line += "  ";
+    }
+    out << line << '\n';
+  };
+  std::vector<std::string> titles;
+  for (const auto& col : columns) titles.push_back(col.title);
+  print_row(titles);
+  for (const auto& row : rows) print_row(row);
+
+  int passed = 0;
+  std::vector<double> speedups;
+  for (const auto& t : traces) {
+    if (t.status == Status::passed) {
+      ++passed;
+      if (t.performance && t.performance->speedup) speedups.push_back(*t.performance->speedup);
+      continue;
+    }
+    out << fmt::format("\n{} {}: {}: {}\n", t.task, t.workload, name_of(t.status), t.message);
+    if (!t.log.empty() && (t.status == Status::compile_error || t.status == Status::runtime_error)) {
+      const auto tail = t.log.size() > 2000 ? t.log.substr(t.log.size() - 2000) : t.log;
+      out << "  log (end):\n" << tail << (tail.empty() || tail.back() == '\n' ? "" : "\n");
+    }
+  }
+  out << fmt::format("\n{} of {} passed", passed, traces.size());
+  if (auto g = geomean(speedups)) out << fmt::format("; geomean speedup over eager {:.2f}x", *g);
+  out << '\n';
+}
+
+void print_task_list(std::ostream& out, const std::vector<Task>& tasks) {
+  std::size_t width = 4;
+  for (const auto& t : tasks) width = std::max(width, t.name.size());
+  out << fmt::format("{:<{}}  {:>9}  {}\n", "task", width, "workloads", "summary");
+  for (const auto& t : tasks) out << fmt::format("{:<{}}  {:>9}  {}\n", t.name, width, t.workloads.size(), t.summary);
+}
+
+void print_task(std::ostream& out, const Task& task, const std::set<int>& levels) {
+  out << fmt::format("# {}\n\n{}\n\nSource: {}\nBaseline: {}\n\n{}\n", task.name, task.summary, task.source,
+                     task.baseline, task.description);
+  const auto tensor_line = [&](const TensorSpec& s, const char* role) {
+    std::string shape;
+    for (const auto& d : s.shape) shape += (shape.empty() ? "" : ", ") + d;
+    out << fmt::format("  {} {:<10} {:<7} [{}]{}\n", role, s.name, name_of(s.dtype), shape, s.inplace ? "  (in place)" : "");
+  };
+  out << "\nTensors:\n";
+  for (const auto& s : task.inputs) tensor_line(s, "in ");
+  for (const auto& s : task.outputs) tensor_line(s, "out");
+  if (!task.scalars.empty()) {
+    out << "Scalars:";
+    for (const auto& s : task.scalars) out << fmt::format(" {}={}", s.name, s.value);
+    out << '\n';
+  }
+  out << fmt::format("FLOPs: {}\nMinimum bytes: {}\n\nWorkloads:\n", task.flops, task.min_bytes);
+  for (const auto& w : task.workloads) {
+    std::string axes;
+    for (const auto& [k, v] : w.axes) axes += fmt::format("{}{}={}", axes.empty() ? "" : " ", k, v);
+    out << fmt::format("  {:<36} {:<18} {}\n", w.name, w.model, axes);
+  }
+  if (!levels.empty()) out << '\n' << render_guidance(task.guidance, levels);
+}
+
+}  // namespace d2k

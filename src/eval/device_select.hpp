@@ -1,0 +1,16 @@
+// Which device an evaluation runs on when the user did not say.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/device.hpp"
+
+namespace d2k {
+
+// Empty when a CUDA GPU is usable; otherwise why not, for a person.
+std::optional<std::string> cuda_unavailable();
+// Name of the device, e.g. "NVIDIA H200" or the CPU's model name.
+std::string device_name(Device device);
+
+}  // namespace d2k

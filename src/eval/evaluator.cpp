@@ -1,0 +1,244 @@
+#include "eval/evaluator.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "reference/check.hpp"
+#include "reference/inputs.hpp"
+#include "reference/oracle.hpp"
+#include "reference/tensors.hpp"
+#include "reference/torch_device.hpp"
+#include "runner/process.hpp"
+#include "timing/stats.hpp"
+#include "timing/timer.hpp"
+
+namespace d2k {
+namespace {
+
+constexpr std::size_t kLogCap = 16 * 1024;
+
+std::string now_iso8601() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+std::string cap(const std::string& log) {
+  if (log.size() <= kLogCap) return log;
+  return log.substr(0, kLogCap / 2) + fmt::format("\n[... {} bytes cut ...]\n", log.size() - kLogCap) +
+         log.substr(log.size() - kLogCap / 2);
+}
+
+// A fresh folder for one worker request; removed when it goes out of scope.
+class ScratchDir {
+ public:
+  ScratchDir(const std::filesystem::path& parent, const std::string& hint) {
+    std::random_device random;
+    path_ = parent / fmt::format("{}-{:08x}", hint, random());
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string safe_name(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  return name;
+}
+
+WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
+  const auto geometry = geometry_of(spec, workload);
+  return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
+}
+
+}  // namespace
+
+std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names) {
+  std::vector<const Workload*> selected;
+  for (const auto& workload : task.workloads)
+    if (names.empty() || std::find(names.begin(), names.end(), workload.name) != names.end())
+      selected.push_back(&workload);
+  for (const auto& name : names) {
+    if (task.find_workload(name)) continue;
+    std::string known;
+    for (const auto& w : task.workloads) known += (known.empty() ? "" : ", ") + w.name;
+    fail("task {} has no workload '{}' (it has: {})", task.name, name, known);
+  }
+  return selected;
+}
+
+Evaluator::Evaluator(EvalOptions options) : options_(std::move(options)) {}
+
+void Evaluator::say(const std::string& line) const {
+  if (options_.progress) *options_.progress << line << std::endl;
+}
+
+std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solution) {
+  const auto workloads = select_workloads(task, options_.workloads);
+  if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
+  require_torch_device(options_.device);
+
+  BuildOptions build_options;
+  build_options.device = options_.device;
+  build_options.cache_dir = options_.cache_dir;
+  build_options.abi_include_dir = options_.root / "include";
+  build_options.timeout_seconds = options_.build_timeout_seconds;
+  say(fmt::format("{}: building {}", task.name, solution.name));
+  const auto build = build_solution(solution, build_options);
+  say(fmt::format("{}: build {} in {:.1f} s{}", task.name, build.ok ? "ok" : "FAILED", build.seconds,
+                  build.cached ? " (cached)" : ""));
+
+  std::vector<Trace> traces;
+  int index = 0;
+  for (const auto* workload : workloads)
+    traces.push_back(evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
+  return traces;
+}
+
+Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
+                                   const BuildResult& build, int index, int count) {
+  Trace trace;
+  trace.task = task.name;
+  trace.workload = workload.name;
+  trace.solution = solution.name;
+  trace.device = options_.device;
+  trace.device_name = options_.device_name;
+  trace.seed = options_.seed;
+  trace.timestamp = now_iso8601();
+  const auto step = [&](const char* what) {
+    say(fmt::format("[{}/{}] {} {}: {}", index, count, task.name, workload.name, what));
+  };
+
+  if (!build.ok) {
+    trace.status = Status::compile_error;
+    trace.message = "the solution did not compile";
+    trace.log = cap(build.log);
+    return trace;
+  }
+
+  const auto code = make_task_code(task.name);
+  const auto scalars = scalars_for(task, workload);
+  step("inputs");
+  const auto inputs = make_inputs(task, *code, workload, options_.seed);
+
+  step("oracle");
+  TensorMap want;
+  {
+    auto placed = place_inputs(inputs, options_.device, Precision::oracle);
+    want = call_reference(task, *code, placed, scalars);
+    for (auto& [name, tensor] : want) tensor = widen(tensor);  // keep it on the CPU, off the GPU
+  }
+
+  ScratchDir dir(options_.scratch_dir, safe_name(task.name + "-" + workload.name));
+  WorkerRequest request;
+  request.library = std::filesystem::absolute(build.library).string();
+  request.device = options_.device;
+  request.time = options_.time;
+  request.timing = options_.timing;
+  for (const auto& spec : task.inputs) {
+    request.inputs.push_back(wire(spec, workload, "in-" + safe_name(spec.name) + ".bin"));
+    write_span(inputs.at(spec.name), dir.path() / request.inputs.back().file);
+  }
+  for (const auto& spec : task.outputs) request.outputs.push_back(wire(spec, workload, "out-" + safe_name(spec.name) + ".bin"));
+  for (const auto& [spec, value] : scalars_of(task, workload)) request.scalars.push_back({spec->name, spec->is_int, value});
+  {
+    std::ofstream out(dir.path() / "request.json");
+    out << nlohmann::json(request).dump(2);
+  }
+
+  step(options_.time ? "running and timing the solution" : "running the solution");
+  ProcessSpec spec;
+  spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
+  spec.cwd = dir.path();
+  spec.timeout_seconds = options_.worker_timeout_seconds;
+  const auto process = run_process(spec);
+  trace.log = cap(process.output);
+
+  WorkerResult result;
+  const auto result_file = dir.path() / "result.json";
+  const bool have_result = std::filesystem::exists(result_file);
+  if (have_result) {
+    std::ifstream in(result_file);
+    result = nlohmann::json::parse(in).get<WorkerResult>();
+    if (!result.device_name.empty()) trace.device_name = result.device_name;
+  }
+  if (process.end == ProcessResult::End::timed_out) {
+    trace.status = Status::timeout;
+    trace.message = fmt::format("the worker {} (phase: {})", process.describe(), have_result ? "timing" : "run");
+    return trace;
+  }
+  if (have_result && result.status != "ok") {
+    trace.status = Status::runtime_error;
+    trace.message = fmt::format("{}: {}", result.phase, result.message);
+    return trace;
+  }
+  const bool outputs_ready = have_result && (result.phase == "timing" || result.phase == "done");
+  if (!process.ok() || !outputs_ready) {
+    trace.status = Status::runtime_error;
+    trace.message = fmt::format("the worker {}{}", process.describe(), have_result ? " while timing" : "");
+    if (!outputs_ready) return trace;
+  }
+
+  step("checking");
+  TensorMap got;
+  for (std::size_t i = 0; i < task.outputs.size(); ++i) {
+    const auto& out = task.outputs[i];
+    got[out.name] = read_span(dir.path() / request.outputs[i].file, out.dtype, geometry_of(out, workload));
+  }
+  auto verdict = check(task, *code, scalars, got, want, result.guard_violations);
+  trace.comparisons = std::move(verdict.comparisons);
+  if (verdict.status != Status::passed) {
+    trace.status = verdict.status;
+    trace.message = verdict.message;
+    return trace;
+  }
+  if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
+
+  trace.status = Status::passed;
+  if (!options_.time) return trace;
+  if (result.samples_ms.empty()) {
+    trace.status = Status::runtime_error;
+    trace.message = "the worker returned no timing samples";
+    return trace;
+  }
+  std::optional<TimingSummary> baseline;
+  if (options_.baseline) {
+    step("timing the eager baseline");
+    baseline = baseline_time(task, workload);
+  }
+  trace.performance = performance_of(summarize(result.samples_ms), baseline, flops_of(task, workload),
+                                     min_bytes_of(task, workload), options_.ceiling);
+  return trace;
+}
+
+std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Workload& workload) {
+  const auto key = task.name + "/" + workload.name;
+  if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
+  const auto code = make_task_code(task.name);
+  const auto scalars = scalars_for(task, workload);
+  auto placed = place_inputs(make_inputs(task, *code, workload, options_.seed), options_.device, Precision::native);
+  // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
+  const auto samples = measure(options_.device, [&] { call_reference(task, *code, placed, scalars); }, nullptr,
+                               options_.timing);
+  auto summary = summarize(samples);
+  baselines_[key] = summary;
+  return summary;
+}
+
+}  // namespace d2k

@@ -1,0 +1,62 @@
+// Evaluation: one solution on a task's workloads. For each workload: draw the inputs, compute the
+// float64 oracle here, run the solution in a fresh worker process, check what it wrote, then time the
+// eager baseline the same way the worker timed the solution. Failures become trace statuses.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/metrics.hpp"
+#include "core/task.hpp"
+#include "core/trace.hpp"
+#include "core/worker_protocol.hpp"
+#include "runner/builder.hpp"
+
+namespace d2k {
+
+struct EvalOptions {
+  Device device = Device::cpu;
+  std::vector<std::string> workloads;  // names to run; empty: all
+  uint64_t seed = 1;
+  bool time = true;       // time the solution (and the baseline)
+  bool baseline = true;   // time the eager baseline too
+  TimingConfig timing;
+  double worker_timeout_seconds = 120.0;
+  double build_timeout_seconds = 300.0;
+  std::filesystem::path root;         // holds tasks/ and include/d2k/solution.h
+  std::filesystem::path cache_dir;    // solution builds
+  std::filesystem::path scratch_dir;  // worker request folders, removed after each evaluation
+  std::filesystem::path worker;       // the d2k-worker executable
+  Ceiling ceiling;
+  std::string device_name;
+  std::ostream* progress = nullptr;   // one line per step, for people
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(EvalOptions options);
+
+  // One trace per selected workload, in the task's order. Throws d2k::Error only for harness
+  // problems (an unknown workload name, a task without a reference); solution failures are traces.
+  std::vector<Trace> evaluate(const Task& task, const Solution& solution);
+
+ private:
+  Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
+                          const BuildResult& build, int index, int count);
+  std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload);
+  void say(const std::string& line) const;
+
+  EvalOptions options_;
+  std::map<std::string, TimingSummary> baselines_;  // "<task>/<workload>": timed once per process
+};
+
+// The workloads of `task` that `names` selects (all when empty); an unknown name is an error that
+// lists the task's workloads.
+std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names);
+
+}  // namespace d2k

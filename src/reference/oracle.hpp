@@ -1,0 +1,20 @@
+// Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle).
+#pragma once
+
+#include "core/device.hpp"
+#include "core/task.hpp"
+#include "reference/task_code.hpp"
+
+namespace d2k {
+
+enum class Precision { native, oracle };
+
+// Copies of `inputs` on `device`, floating ones as float64 for the oracle. Layouts are kept.
+TensorMap place_inputs(const TensorMap& inputs, Device device, Precision precision);
+
+// Calls the reference on `inputs` (which it may update in place) and returns every output of the task
+// by name: the ones it returned and the in-place ones taken from `inputs`. Throws d2k::Error when the
+// reference leaves out an output.
+TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
+
+}  // namespace d2k

@@ -1,0 +1,75 @@
+#include "reference/tensors.hpp"
+
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace d2k {
+
+at::ScalarType to_torch(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return at::kFloat;
+    case DType::f16: return at::kHalf;
+    case DType::bf16: return at::kBFloat16;
+    case DType::f8e4m3: return at::kFloat8_e4m3fn;
+    case DType::i32: return at::kInt;
+    case DType::i64: return at::kLong;
+    case DType::i8: return at::kChar;
+    case DType::u8: return at::kByte;
+    case DType::f64: return at::kDouble;
+  }
+  fail("unknown dtype {}", static_cast<int>(dtype));
+}
+
+DType from_torch(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return DType::f32;
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    case at::kFloat8_e4m3fn: return DType::f8e4m3;
+    case at::kInt: return DType::i32;
+    case at::kLong: return DType::i64;
+    case at::kChar: return DType::i8;
+    case at::kByte: return DType::u8;
+    case at::kDouble: return DType::f64;
+    default: fail("torch dtype {} has no d2k dtype", c10::toString(type));
+  }
+}
+
+at::Device to_torch(Device device) { return device == Device::cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
+
+at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry) {
+  auto out = at::empty_strided(geometry.shape, geometry.strides, logical.options());
+  out.copy_(logical);
+  return out;
+}
+
+void write_span(const at::Tensor& laid_out, const std::filesystem::path& file) {
+  auto host = laid_out.device().is_cpu() ? laid_out : laid_out.to(at::kCPU);
+  // The storage behind a lay_out tensor starts at its first element and holds exactly its span.
+  const auto bytes = host.storage().nbytes() - host.storage_offset() * host.element_size();
+  std::ofstream out(file, std::ios::binary);
+  out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(bytes));
+  if (!out) fail("could not write {} bytes to {}", bytes, file.string());
+}
+
+at::Tensor read_span(const std::filesystem::path& file, DType dtype, const Geometry& geometry) {
+  const auto span = geometry.span();
+  auto storage = at::empty({span}, at::TensorOptions().dtype(to_torch(dtype)));
+  const auto bytes = static_cast<std::uintmax_t>(span) * size_of(dtype);
+  std::error_code error;
+  const auto actual = std::filesystem::file_size(file, error);
+  if (error || actual != bytes)
+    fail("{} holds {} bytes, expected {}", file.string(), error ? 0 : actual, bytes);
+  std::ifstream in(file, std::ios::binary);
+  in.read(static_cast<char*>(storage.data_ptr()), static_cast<std::streamsize>(bytes));
+  if (!in) fail("could not read {}", file.string());
+  return storage.as_strided(geometry.shape, geometry.strides);
+}
+
+at::Tensor widen(const at::Tensor& tensor) {
+  const bool floating = at::isFloatingType(tensor.scalar_type());
+  return tensor.to(at::kCPU).to(floating ? at::kDouble : at::kLong).contiguous();
+}
+
+}  // namespace d2k

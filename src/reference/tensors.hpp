@@ -1,0 +1,29 @@
+// Moving tensors between libtorch and the raw bytes the worker protocol carries.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+
+#include "core/device.hpp"
+#include "core/dtype.hpp"
+#include "core/task.hpp"
+
+namespace d2k {
+
+at::ScalarType to_torch(DType dtype);
+DType from_torch(at::ScalarType type);
+at::Device to_torch(Device device);
+
+// A tensor laid out exactly as `geometry` says (its storage holds geometry.span() elements), with the
+// values of `logical` (same shape, any layout, any device).
+at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry);
+
+// The geometry.span() elements of a tensor made by lay_out, as raw bytes, written to / read from a file.
+void write_span(const at::Tensor& laid_out, const std::filesystem::path& file);
+at::Tensor read_span(const std::filesystem::path& file, DType dtype, const Geometry& geometry);
+
+// Float64 copy of a floating tensor, int64 copy of an integer one, on the CPU, contiguous.
+at::Tensor widen(const at::Tensor& tensor);
+
+}  // namespace d2k
