@@ -79,11 +79,16 @@ struct Task {
   std::string flops;      // formula in the axes
   std::string min_bytes;  // formula in the axes: bytes that must cross DRAM at least once
   std::vector<Workload> workloads;
+  // Tolerances of what TaskCode::comparable() returns beyond the outputs ([compare.<name>] tables).
+  std::map<std::string, Tolerance> compare;
   Guidance guidance;
 
   const Workload* find_workload(const std::string& name) const;
   const TensorSpec* find_input(const std::string& name) const;
   const TensorSpec* find_output(const std::string& name) const;
+  // The tolerance a compared tensor is held to: its [compare.<name>] table, else the output's own;
+  // nullptr when neither exists.
+  const Tolerance* tolerance_for(const std::string& name) const;
 };
 
 // A tensor's concrete geometry for one workload.

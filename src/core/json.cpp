@@ -1,0 +1,183 @@
+#include "core/json.hpp"
+
+#include <string>
+
+#include "core/error.hpp"
+#include "timing/ceilings.hpp"
+
+using nlohmann::json;
+
+namespace d2k {
+namespace {
+
+std::string shown(const json& j) {
+  std::string text = j.dump();
+  return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+}
+
+void expect_object(const json& j, std::string_view what) {
+  if (!j.is_object()) fail("{}: expected an object, got {}", what, shown(j));
+}
+
+// Reads one field; a failure names the field (nested names accumulate: "inputs: dtype: ...").
+template <typename T>
+void read_field(const json& j, const char* key, T& out) {
+  auto found = j.find(key);
+  if (found == j.end()) fail("missing field '{}'", key);
+  try {
+    found->get_to(out);
+  } catch (const json::exception& error) {
+    fail("field '{}' = {}: {}", key, shown(*found), error.what());
+  } catch (const Error& error) {
+    fail("field '{}': {}", key, error.what());
+  }
+}
+
+// Leaves `out` at its default when the field is absent or null.
+template <typename T>
+void read_optional(const json& j, const char* key, T& out) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  read_field(j, key, out);
+}
+
+std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+}  // namespace
+
+// Enums ------------------------------------------------------------------------------------------
+
+void to_json(json& j, Device value) { j = std::string(name_of(value)); }
+void from_json(const json& j, Device& value) {
+  std::optional<Device> parsed = j.is_string() ? parse_device(j.get<std::string>()) : std::nullopt;
+  if (!parsed) fail("unknown device {} (expected \"cuda\" or \"cpu\")", shown(j));
+  value = *parsed;
+}
+
+void to_json(json& j, DType value) { j = std::string(name_of(value)); }
+void from_json(const json& j, DType& value) {
+  std::optional<DType> parsed = j.is_string() ? parse_dtype(j.get<std::string>()) : std::nullopt;
+  if (!parsed) fail("unknown dtype {}", shown(j));
+  value = *parsed;
+}
+
+// Worker protocol --------------------------------------------------------------------------------
+
+void to_json(json& j, const WireTensor& value) {
+  j = json{{"name", value.name},     {"dtype", value.dtype}, {"shape", value.shape},
+           {"strides", value.strides}, {"file", value.file},   {"inplace", value.inplace}};
+}
+void from_json(const json& j, WireTensor& value) {
+  expect_object(j, "tensor");
+  read_field(j, "name", value.name);
+  read_field(j, "dtype", value.dtype);
+  read_field(j, "shape", value.shape);
+  value.strides.clear();
+  read_optional(j, "strides", value.strides);
+  if (value.strides.empty() && !value.shape.empty()) value.strides = row_major(value.shape);
+  if (value.strides.size() != value.shape.size()) {
+    fail("tensor '{}': {} strides for {} dimensions", value.name, value.strides.size(), value.shape.size());
+  }
+  read_field(j, "file", value.file);
+  read_optional(j, "inplace", value.inplace);
+}
+
+void to_json(json& j, const WireScalar& value) {
+  j = json{{"name", value.name}, {"is_int", value.is_int}, {"value", value.value}};
+}
+void from_json(const json& j, WireScalar& value) {
+  expect_object(j, "scalar");
+  read_field(j, "name", value.name);
+  read_optional(j, "is_int", value.is_int);
+  read_field(j, "value", value.value);
+}
+
+void to_json(json& j, const TimingConfig& value) {
+  j = json{{"warmup", value.warmup},
+           {"min_samples", value.min_samples},
+           {"max_samples", value.max_samples},
+           {"max_seconds", value.max_seconds},
+           {"flush_l2", value.flush_l2}};
+}
+void from_json(const json& j, TimingConfig& value) {
+  expect_object(j, "timing");
+  read_optional(j, "warmup", value.warmup);
+  read_optional(j, "min_samples", value.min_samples);
+  read_optional(j, "max_samples", value.max_samples);
+  read_optional(j, "max_seconds", value.max_seconds);
+  read_optional(j, "flush_l2", value.flush_l2);
+}
+
+void to_json(json& j, const WorkerRequest& value) {
+  j = json{{"library", value.library}, {"device", value.device},   {"inputs", value.inputs},
+           {"outputs", value.outputs}, {"scalars", value.scalars}, {"time", value.time},
+           {"timing", value.timing}};
+}
+void from_json(const json& j, WorkerRequest& value) {
+  expect_object(j, "request");
+  read_field(j, "library", value.library);
+  read_field(j, "device", value.device);
+  read_optional(j, "inputs", value.inputs);
+  read_optional(j, "outputs", value.outputs);
+  read_optional(j, "scalars", value.scalars);
+  read_optional(j, "time", value.time);
+  read_optional(j, "timing", value.timing);
+}
+
+void to_json(json& j, const GuardViolation& value) {
+  j = json{{"tensor", value.tensor}, {"side", value.side}, {"bytes", value.bytes}};
+}
+void from_json(const json& j, GuardViolation& value) {
+  expect_object(j, "guard violation");
+  read_field(j, "tensor", value.tensor);
+  read_field(j, "side", value.side);
+  read_field(j, "bytes", value.bytes);
+}
+
+void to_json(json& j, const WorkerResult& value) {
+  j = json{{"status", value.status},
+           {"phase", value.phase},
+           {"message", value.message},
+           {"guard_violations", value.guard_violations},
+           {"samples_ms", value.samples_ms},
+           {"device_name", value.device_name}};
+}
+void from_json(const json& j, WorkerResult& value) {
+  expect_object(j, "result");
+  read_field(j, "status", value.status);
+  read_optional(j, "phase", value.phase);
+  read_optional(j, "message", value.message);
+  read_optional(j, "guard_violations", value.guard_violations);
+  read_optional(j, "samples_ms", value.samples_ms);
+  read_optional(j, "device_name", value.device_name);
+}
+
+// Ceilings ---------------------------------------------------------------------------------------
+
+void to_json(json& j, const Ceilings& value) {
+  j = json{{"device_name", value.device_name},
+           {"device_id", value.device_id},
+           {"copy_gbps", value.copy_gbps},
+           {"bf16_tflops", value.bf16_tflops ? json(*value.bf16_tflops) : json(nullptr)},
+           {"measured_at", value.measured_at}};
+}
+void from_json(const json& j, Ceilings& value) {
+  expect_object(j, "ceilings");
+  read_field(j, "device_name", value.device_name);
+  read_field(j, "device_id", value.device_id);
+  read_field(j, "copy_gbps", value.copy_gbps);
+  value.bf16_tflops.reset();
+  if (j.contains("bf16_tflops") && !j.at("bf16_tflops").is_null()) {
+    double tflops = 0;
+    read_field(j, "bf16_tflops", tflops);
+    value.bf16_tflops = tflops;
+  }
+  read_optional(j, "measured_at", value.measured_at);
+}
+
+// Traces
+
+}  // namespace d2k

@@ -1,0 +1,616 @@
+// Everything task.toml may hold is read through Fields, which rejects unknown keys up front, and every
+// error goes through Source, which prefixes file:line and the field path. Rules that need values (shapes
+// of in-place outputs, whole-number shapes) are checked by evaluating every workload once at load time,
+// so a broken task fails here and not in the middle of a benchmark.
+#include "core/task_loader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#if __has_include(<toml++/toml.hpp>)
+#include <toml++/toml.hpp>
+#else
+#include <toml++/toml.h>  // Debian's libtomlplusplus-dev ships the single header under this name
+#endif
+
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "core/expr.hpp"
+
+namespace d2k {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kDists[] = {"normal", "uniform", "student_t", "ties", "randint"};
+
+// Values in messages as the author would write them: "strings" in double quotes, numbers in their
+// shortest exact form (toml++'s own printer uses single quotes and 17 significant digits).
+std::string show(const toml::node& node) {
+  if (auto text = node.value_exact<std::string>()) {
+    std::string out = "\"";
+    for (char c : *text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out + "\"";
+  }
+  if (auto integer = node.value_exact<int64_t>()) return std::to_string(*integer);
+  if (auto real = node.value_exact<double>()) {
+    std::string out = fmt::format("{}", *real);
+    bool plain = out.find_first_of(".eEn") == std::string::npos;  // nan, inf contain an n
+    return plain ? out + ".0" : out;
+  }
+  if (auto flag = node.value_exact<bool>()) return *flag ? "true" : "false";
+  std::string out;
+  if (const toml::array* array = node.as_array()) {
+    for (const toml::node& element : *array) out += (out.empty() ? "" : ", ") + show(element);
+    return "[" + out + "]";
+  }
+  if (const toml::table* table = node.as_table()) {
+    for (auto&& [key, value] : *table) out += (out.empty() ? "" : ", ") + std::string(key.str()) + " = " + show(value);
+    return "{ " + out + " }";
+  }
+  std::ostringstream other;  // dates and times
+  other << toml::node_view<const toml::node>(&node);
+  return other.str();
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out.empty() ? "none" : out;
+}
+
+bool is_identifier(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+// Workload names end up in file names and command-line filters.
+bool is_workload_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+std::string index_path(const std::string& array, std::size_t i) { return fmt::format("{}[{}]", array, i); }
+
+class Source {
+ public:
+  explicit Source(const fs::path& file) : file_(file.string()) {}
+
+  const std::string& file() const { return file_; }
+
+  // An error about a field as a whole (missing, wrong place).
+  [[noreturn]] void error(const toml::node* at, const std::string& field, const std::string& message) const {
+    fail("{}: {}", prefix(at, field), message);
+  }
+
+  // An error about the value of a field: the message shows the value as written.
+  [[noreturn]] void bad(const toml::node& at, const std::string& field, const std::string& message) const {
+    fail("{} = {}: {}", prefix(&at, field), show(at), message);
+  }
+
+ private:
+  std::string prefix(const toml::node* at, const std::string& field) const {
+    std::string out = file_;
+    if (at != nullptr && at->source().begin.line > 0) out += fmt::format(":{}", at->source().begin.line);
+    if (!field.empty()) out += ": " + field;
+    return out;
+  }
+
+  std::string file_;
+};
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+// One TOML table with a closed set of keys.
+class Fields {
+ public:
+  Fields(const Source& source, const toml::table& table, std::string path,
+         std::initializer_list<std::string_view> allowed)
+      : source_(source), table_(table), path_(std::move(path)) {
+    for (auto&& [key, node] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        std::vector<std::string> known(allowed.begin(), allowed.end());
+        source_.error(&node, child(path_, key.str()), fmt::format("unknown key (known keys: {})", join(known)));
+      }
+    }
+  }
+
+  std::string path(std::string_view key) const { return child(path_, key); }
+  const toml::node* find(std::string_view key) const { return table_.get(key); }
+  const toml::node& need(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    // The root table's "line" would be 1, which points nowhere useful.
+    if (node == nullptr) source_.error(path_.empty() ? nullptr : &table_, path_, fmt::format("missing required key '{}'", key));
+    return *node;
+  }
+
+ private:
+  const Source& source_;
+  const toml::table& table_;
+  std::string path_;
+};
+
+std::string as_string(const Source& source, const toml::node& node, const std::string& field, bool allow_empty = false) {
+  auto value = node.value_exact<std::string>();
+  if (!value) source.bad(node, field, "must be a string");
+  if (!allow_empty && value->empty()) source.bad(node, field, "must not be empty");
+  return *value;
+}
+
+int64_t as_integer(const Source& source, const toml::node& node, const std::string& field) {
+  auto value = node.value_exact<int64_t>();
+  if (!value) source.bad(node, field, "must be an integer");
+  return *value;
+}
+
+double as_number(const Source& source, const toml::node& node, const std::string& field) {
+  if (!node.is_number()) source.bad(node, field, "must be a number");
+  double value = *node.value<double>();
+  if (!std::isfinite(value)) source.bad(node, field, "must be finite");
+  return value;
+}
+
+bool as_bool(const Source& source, const toml::node& node, const std::string& field) {
+  auto value = node.value_exact<bool>();
+  if (!value) source.bad(node, field, "must be true or false");
+  return *value;
+}
+
+const toml::table& as_table(const Source& source, const toml::node& node, const std::string& field) {
+  if (!node.is_table()) source.bad(node, field, "must be a table");
+  return *node.as_table();
+}
+
+const toml::array& as_array(const Source& source, const toml::node& node, const std::string& field) {
+  if (!node.is_array()) source.bad(node, field, "must be an array");
+  return *node.as_array();
+}
+
+// The elements of an array of tables ([[inputs]]), each with its path "inputs[i]".
+std::vector<std::pair<const toml::table*, std::string>> tables_of(const Source& source, const toml::node& node,
+                                                                  const std::string& field) {
+  std::vector<std::pair<const toml::table*, std::string>> tables;
+  const toml::array& array = as_array(source, node, field);
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    tables.emplace_back(&as_table(source, array[i], index_path(field, i)), index_path(field, i));
+  }
+  return tables;
+}
+
+std::string as_name(const Source& source, const toml::node& node, const std::string& field) {
+  std::string name = as_string(source, node, field);
+  if (!is_identifier(name)) source.bad(node, field, "must be an identifier (letters, digits, _; not starting with a digit)");
+  return name;
+}
+
+// A formula is a string or, for convenience, an integer; its axes must all be declared.
+std::string as_formula(const Source& source, const toml::node& node, const std::string& field,
+                       const std::vector<std::string>& axes) {
+  std::string formula;
+  if (node.is_integer()) {
+    formula = std::to_string(*node.value_exact<int64_t>());
+  } else {
+    formula = as_string(source, node, field);
+  }
+  std::set<std::string> used;
+  try {
+    used = identifiers(formula);
+  } catch (const Error& error) {
+    source.bad(node, field, error.what());
+  }
+  for (const auto& name : used) {
+    if (std::find(axes.begin(), axes.end(), name) == axes.end()) {
+      source.bad(node, field, fmt::format("uses axis '{}', which is not declared in axes ({})", name, join(axes)));
+    }
+  }
+  return formula;
+}
+
+std::vector<std::string> as_formulas(const Source& source, const toml::node& node, const std::string& field,
+                                     const std::vector<std::string>& axes) {
+  const toml::array& array = as_array(source, node, field);
+  std::vector<std::string> formulas;
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    formulas.push_back(as_formula(source, array[i], index_path(field, i), axes));
+  }
+  return formulas;
+}
+
+// The keys each distribution reads; any other given key is a mistake (it would be ignored).
+std::vector<std::string> init_keys(const std::string& dist) {
+  if (dist == "normal") return {"mean", "std"};
+  if (dist == "uniform" || dist == "randint") return {"low", "high"};
+  if (dist == "student_t") return {"mean", "std", "df"};
+  return {"mean", "std", "quantum"};  // ties
+}
+
+// Reads an init table on top of `init` (the defaults for an input, the input's init for a workload's
+// override), so a workload can change one parameter and keep the rest.
+InputInit parse_init(const Source& source, const toml::node& node, const std::string& path, InputInit init) {
+  const toml::table& table = as_table(source, node, path);
+  Fields fields(source, table, path, {"dist", "mean", "std", "low", "high", "df", "quantum"});
+  if (const toml::node* dist = fields.find("dist")) {
+    init.dist = as_string(source, *dist, fields.path("dist"));
+    if (std::find(std::begin(kDists), std::end(kDists), init.dist) == std::end(kDists)) {
+      source.bad(*dist, fields.path("dist"), "unknown distribution (known: normal, uniform, student_t, ties, randint)");
+    }
+  }
+  std::vector<std::string> applies = init_keys(init.dist);
+  std::pair<std::string_view, double*> numbers[] = {{"mean", &init.mean}, {"std", &init.std},
+                                                    {"low", &init.low},   {"high", &init.high},
+                                                    {"df", &init.df},     {"quantum", &init.quantum}};
+  for (auto& [key, target] : numbers) {
+    const toml::node* value = fields.find(key);
+    if (value == nullptr) continue;
+    if (std::find(applies.begin(), applies.end(), key) == applies.end()) {
+      source.bad(*value, fields.path(key),
+                 fmt::format("does not apply to dist '{}' (it uses: {})", init.dist, join(applies)));
+    }
+    *target = as_number(source, *value, fields.path(key));
+  }
+  auto positive = [&](std::string_view key, double value) {
+    if (value <= 0) {
+      const toml::node* at = fields.find(key);
+      if (at != nullptr) source.bad(*at, fields.path(key), "must be positive");
+      source.error(&table, path, fmt::format("{} = {} (inherited) must be positive", key, value));
+    }
+  };
+  if (init.dist != "uniform" && init.dist != "randint") positive("std", init.std);
+  if (init.dist == "student_t") positive("df", init.df);
+  if (init.dist == "ties") positive("quantum", init.quantum);
+  if (init.dist == "uniform" || init.dist == "randint") {
+    if (!(init.low < init.high)) {
+      source.error(&table, path, fmt::format("low ({}) must be less than high ({})", init.low, init.high));
+    }
+  }
+  if (init.dist == "randint" && (init.low != std::floor(init.low) || init.high != std::floor(init.high))) {
+    source.error(&table, path, fmt::format("randint needs integer low and high, got {} and {}", init.low, init.high));
+  }
+  return init;
+}
+
+Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path) {
+  const toml::table& table = as_table(source, node, path);
+  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol"});
+  Tolerance tolerance;
+  if (const toml::node* metric = fields.find("metric")) {
+    std::string name = as_string(source, *metric, fields.path("metric"));
+    if (name == "exact") {
+      tolerance.metric = Tolerance::Metric::exact;
+    } else if (name != "numeric") {
+      source.bad(*metric, fields.path("metric"), "unknown metric (known: numeric, exact)");
+    }
+  }
+  std::pair<std::string_view, double*> bounds[] = {
+      {"nmse", &tolerance.nmse}, {"rtol", &tolerance.rtol}, {"atol", &tolerance.atol}};
+  for (auto& [key, target] : bounds) {
+    if (tolerance.metric == Tolerance::Metric::exact) {
+      if (const toml::node* value = fields.find(key)) {
+        source.bad(*value, fields.path(key), "does not apply to metric 'exact'");
+      }
+      continue;
+    }
+    // Numeric tolerances are a deliberate choice per dtype: no silent defaults.
+    const toml::node& value = fields.need(key);
+    *target = as_number(source, value, fields.path(key));
+    if (*target < 0) source.bad(value, fields.path(key), "must not be negative");
+  }
+  return tolerance;
+}
+
+class TaskReader {
+ public:
+  TaskReader(const fs::path& task_dir, const fs::path& tasks_root)
+      : task_dir_(task_dir), tasks_root_(tasks_root), source_(task_dir / "task.toml") {}
+
+  Task read() {
+    toml::table root;
+    try {
+      root = toml::parse_file(source_.file());
+    } catch (const toml::parse_error& error) {
+      fail("{}:{}:{}: invalid TOML: {}", source_.file(), error.source().begin.line, error.source().begin.column,
+           error.description());
+    }
+    Fields fields(source_, root, "",
+                  {"name", "summary", "source", "baseline", "description", "axes", "flops", "min_bytes", "inputs",
+                   "outputs", "scalars", "compare", "workloads"});
+    task_.dir = task_dir_;
+    read_name(fields);
+    task_.summary = as_string(source_, fields.need("summary"), "summary");
+    if (task_.summary.find('\n') != std::string::npos) source_.bad(fields.need("summary"), "summary", "must be one line");
+    task_.source = as_string(source_, fields.need("source"), "source");
+    task_.baseline = as_string(source_, fields.need("baseline"), "baseline");
+    task_.description = as_string(source_, fields.need("description"), "description");
+    read_axes(fields.need("axes"));
+    task_.flops = as_formula(source_, fields.need("flops"), "flops", task_.axes);
+    task_.min_bytes = as_formula(source_, fields.need("min_bytes"), "min_bytes", task_.axes);
+    read_inputs(fields.need("inputs"));
+    read_outputs(fields.need("outputs"));
+    if (const toml::node* scalars = fields.find("scalars")) read_scalars(*scalars);
+    if (const toml::node* compare = fields.find("compare")) read_compare(*compare);
+    read_workloads(fields.need("workloads"));
+    check_workloads();
+    task_.guidance = load_guidance(task_dir_ / "guidance.md");
+    return std::move(task_);
+  }
+
+ private:
+  void read_name(const Fields& fields) {
+    const toml::node& node = fields.need("name");
+    task_.name = as_string(source_, node, "name");
+    std::string folder =
+        fs::weakly_canonical(task_dir_).lexically_relative(fs::weakly_canonical(tasks_root_)).generic_string();
+    if (task_.name != folder) {
+      source_.bad(node, "name", fmt::format("must equal the task's folder under the tasks root, '{}'", folder));
+    }
+  }
+
+  void read_axes(const toml::node& node) {
+    const toml::array& array = as_array(source_, node, "axes");
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      std::string axis = as_name(source_, array[i], index_path("axes", i));
+      if (std::find(task_.axes.begin(), task_.axes.end(), axis) != task_.axes.end()) {
+        source_.bad(array[i], index_path("axes", i), "is declared twice");
+      }
+      task_.axes.push_back(axis);
+    }
+  }
+
+  // What inputs and outputs share: name, dtype, shape, strides, layouts.
+  TensorSpec read_tensor(const Fields& fields) {
+    TensorSpec spec;
+    spec.name = as_name(source_, fields.need("name"), fields.path("name"));
+    const toml::node& dtype = fields.need("dtype");
+    auto parsed = parse_dtype(as_string(source_, dtype, fields.path("dtype")));
+    if (!parsed) source_.bad(dtype, fields.path("dtype"), "unknown dtype (known: f32 f16 bf16 f8e4m3 f64 i32 i64 i8 u8)");
+    spec.dtype = *parsed;
+    const toml::node& shape = fields.need("shape");
+    spec.shape = as_formulas(source_, shape, fields.path("shape"), task_.axes);
+    if (spec.shape.size() > D2K_MAX_RANK) {
+      source_.bad(shape, fields.path("shape"), fmt::format("has rank {}, more than {}", spec.shape.size(), D2K_MAX_RANK));
+    }
+    auto check_rank = [&](const toml::node& node, const std::string& field, const std::vector<std::string>& strides) {
+      if (strides.size() != spec.shape.size()) {
+        source_.bad(node, field, fmt::format("has {} strides for {} dimensions", strides.size(), spec.shape.size()));
+      }
+    };
+    if (const toml::node* strides = fields.find("strides")) {
+      spec.strides = as_formulas(source_, *strides, fields.path("strides"), task_.axes);
+      check_rank(*strides, fields.path("strides"), spec.strides);
+    }
+    if (const toml::node* layouts = fields.find("layouts")) {
+      for (auto&& [key, node] : as_table(source_, *layouts, fields.path("layouts"))) {
+        std::string field = child(fields.path("layouts"), key.str());
+        if (!is_identifier(key.str())) source_.error(&node, field, "a layout name must be an identifier");
+        auto strides = as_formulas(source_, node, field, task_.axes);
+        check_rank(node, field, strides);
+        spec.layouts.emplace(std::string(key.str()), std::move(strides));
+      }
+    }
+    return spec;
+  }
+
+  void read_inputs(const toml::node& node) {
+    for (auto [table, path] : tables_of(source_, node, "inputs")) {
+      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "init"});
+      TensorSpec spec = read_tensor(fields);
+      if (task_.find_input(spec.name)) source_.bad(fields.need("name"), fields.path("name"), "another input has this name");
+      if (const toml::node* init = fields.find("init")) spec.init = parse_init(source_, *init, fields.path("init"), {});
+      task_.inputs.push_back(std::move(spec));
+    }
+    if (task_.inputs.empty()) source_.error(&node, "inputs", "a task needs at least one input");
+  }
+
+  void read_outputs(const toml::node& node) {
+    for (auto [table, path] : tables_of(source_, node, "outputs")) {
+      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "inplace", "tolerance"});
+      TensorSpec spec = read_tensor(fields);
+      const toml::node& name = fields.need("name");
+      if (task_.find_output(spec.name)) source_.bad(name, fields.path("name"), "another output has this name");
+      if (const toml::node* inplace = fields.find("inplace")) spec.inplace = as_bool(source_, *inplace, fields.path("inplace"));
+      const TensorSpec* input = task_.find_input(spec.name);
+      if (spec.inplace && input == nullptr) {
+        source_.bad(name, fields.path("name"), "is inplace but there is no input of this name");
+      }
+      if (!spec.inplace && input != nullptr) {
+        source_.bad(name, fields.path("name"), "is also an input's name; set inplace = true or rename it");
+      }
+      if (spec.inplace && spec.dtype != input->dtype) {
+        source_.bad(fields.need("dtype"), fields.path("dtype"),
+                    fmt::format("differs from the dtype of input '{}' ({}) it updates in place", input->name,
+                                name_of(input->dtype)));
+      }
+      if (spec.inplace && spec.shape.size() != input->shape.size()) {
+        source_.bad(fields.need("shape"), fields.path("shape"),
+                    fmt::format("has rank {} but input '{}' it updates in place has rank {}", spec.shape.size(),
+                                input->name, input->shape.size()));
+      }
+      spec.tolerance = parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance"));
+      output_nodes_.push_back(table);
+      task_.outputs.push_back(std::move(spec));
+    }
+    if (task_.outputs.empty()) source_.error(&node, "outputs", "a task needs at least one output");
+  }
+
+  bool is_tensor(const std::string& name) const { return task_.find_input(name) || task_.find_output(name); }
+
+  void read_scalars(const toml::node& node) {
+    for (auto [table, path] : tables_of(source_, node, "scalars")) {
+      Fields fields(source_, *table, path, {"name", "type", "value"});
+      ScalarSpec scalar;
+      const toml::node& name = fields.need("name");
+      scalar.name = as_name(source_, name, fields.path("name"));
+      auto same = [&](const ScalarSpec& other) { return other.name == scalar.name; };
+      if (std::any_of(task_.scalars.begin(), task_.scalars.end(), same) || is_tensor(scalar.name)) {
+        source_.bad(name, fields.path("name"), "another scalar or a tensor has this name");
+      }
+      const toml::node& type = fields.need("type");
+      std::string type_name = as_string(source_, type, fields.path("type"));
+      if (type_name != "int" && type_name != "float") source_.bad(type, fields.path("type"), "must be \"float\" or \"int\"");
+      scalar.is_int = type_name == "int";
+      scalar.value = scalar_value(scalar, fields.need("value"), fields.path("value"));
+      task_.scalars.push_back(scalar);
+    }
+  }
+
+  double scalar_value(const ScalarSpec& scalar, const toml::node& node, const std::string& field) const {
+    if (scalar.is_int) return static_cast<double>(as_integer(source_, node, field));
+    return as_number(source_, node, field);
+  }
+
+  void read_compare(const toml::node& node) {
+    for (auto&& [key, entry] : as_table(source_, node, "compare")) {
+      std::string path = child("compare", key.str());
+      if (!is_identifier(key.str())) source_.error(&entry, path, "a compared name must be an identifier");
+      Fields fields(source_, as_table(source_, entry, path), path, {"tolerance"});
+      task_.compare.emplace(std::string(key.str()),
+                            parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance")));
+    }
+  }
+
+  void read_workloads(const toml::node& node) {
+    for (auto [table, path] : tables_of(source_, node, "workloads")) {
+      Fields fields(source_, *table, path, {"name", "model", "axes", "scalars", "layouts", "inits"});
+      Workload workload;
+      const toml::node& name = fields.need("name");
+      workload.name = as_string(source_, name, fields.path("name"));
+      if (!is_workload_name(workload.name)) source_.bad(name, fields.path("name"), "may hold only letters, digits, '-', '_' and '.'");
+      if (task_.find_workload(workload.name)) source_.bad(name, fields.path("name"), "another workload has this name");
+      workload.model = as_string(source_, fields.need("model"), fields.path("model"));
+      read_workload_axes(fields, workload);
+      if (const toml::node* scalars = fields.find("scalars")) read_workload_scalars(*scalars, fields.path("scalars"), workload);
+      if (const toml::node* layouts = fields.find("layouts")) read_workload_layouts(*layouts, fields.path("layouts"), workload);
+      if (const toml::node* inits = fields.find("inits")) {
+        for (auto&& [key, entry] : as_table(source_, *inits, fields.path("inits"))) {
+          std::string field = child(fields.path("inits"), key.str());
+          const TensorSpec* input = task_.find_input(std::string(key.str()));
+          if (input == nullptr) source_.error(&entry, field, fmt::format("there is no input '{}'", key.str()));
+          workload.inits.emplace(input->name, parse_init(source_, entry, field, input->init));
+        }
+      }
+      workload_nodes_.push_back(table);
+      task_.workloads.push_back(std::move(workload));
+    }
+    if (task_.workloads.empty()) source_.error(&node, "workloads", "a task needs at least one workload");
+  }
+
+  void read_workload_axes(const Fields& fields, Workload& workload) {
+    const toml::node& node = fields.need("axes");
+    for (auto&& [key, value] : as_table(source_, node, fields.path("axes"))) {
+      std::string field = child(fields.path("axes"), key.str());
+      std::string axis(key.str());
+      if (std::find(task_.axes.begin(), task_.axes.end(), axis) == task_.axes.end()) {
+        source_.bad(value, field, fmt::format("'{}' is not a declared axis ({})", axis, join(task_.axes)));
+      }
+      auto extent = value.value_exact<int64_t>();
+      if (!extent || *extent <= 0) source_.bad(value, field, "must be a positive integer");
+      workload.axes.emplace(axis, *extent);
+    }
+    for (const auto& axis : task_.axes) {
+      if (!workload.axes.count(axis)) source_.error(&node, fields.path("axes"), fmt::format("axis '{}' has no value", axis));
+    }
+  }
+
+  void read_workload_scalars(const toml::node& node, const std::string& path, Workload& workload) {
+    for (auto&& [key, value] : as_table(source_, node, path)) {
+      std::string field = child(path, key.str());
+      auto same = [&](const ScalarSpec& scalar) { return scalar.name == key.str(); };
+      auto scalar = std::find_if(task_.scalars.begin(), task_.scalars.end(), same);
+      if (scalar == task_.scalars.end()) source_.bad(value, field, fmt::format("there is no scalar '{}'", key.str()));
+      workload.scalars.emplace(scalar->name, scalar_value(*scalar, value, field));
+    }
+  }
+
+  void read_workload_layouts(const toml::node& node, const std::string& path, Workload& workload) {
+    for (auto&& [key, value] : as_table(source_, node, path)) {
+      std::string field = child(path, key.str());
+      std::string tensor(key.str());
+      std::string layout = as_string(source_, value, field);
+      if (!is_tensor(tensor)) source_.bad(value, field, fmt::format("there is no tensor '{}'", tensor));
+      // An in-place output and its input share the name, so the choice must exist in both.
+      for (const TensorSpec* spec : {task_.find_input(tensor), task_.find_output(tensor)}) {
+        if (spec == nullptr || spec->layouts.count(layout)) continue;
+        std::vector<std::string> known;
+        for (const auto& [known_name, strides] : spec->layouts) known.push_back(known_name);
+        source_.bad(value, field, fmt::format("tensor '{}' has no layout '{}' (its layouts: {})", tensor, layout, join(known)));
+      }
+      workload.layouts.emplace(tensor, layout);
+    }
+  }
+
+  // Evaluates every formula on every workload: shapes and strides must be whole numbers, an in-place
+  // output must have exactly its input's geometry, FLOPs and bytes must be finite and non-negative.
+  void check_workloads() {
+    for (std::size_t w = 0; w < task_.workloads.size(); ++w) {
+      const Workload& workload = task_.workloads[w];
+      std::string field = index_path("workloads", w);
+      const toml::node* at = workload_nodes_[w];
+      try {
+        for (const auto& input : task_.inputs) geometry_of(input, workload);
+        for (std::size_t o = 0; o < task_.outputs.size(); ++o) {
+          const TensorSpec& output = task_.outputs[o];
+          Geometry geometry = geometry_of(output, workload);
+          if (!output.inplace) continue;
+          Geometry input = geometry_of(*task_.find_input(output.name), workload);
+          if (geometry.shape != input.shape || geometry.strides != input.strides) {
+            source_.error(output_nodes_[o], index_path("outputs", o),
+                          fmt::format("in-place output '{}' has shape {} strides {} on workload '{}', but the input has "
+                                      "shape {} strides {}",
+                                      output.name, fmt::join(geometry.shape, "x"), fmt::join(geometry.strides, ","),
+                                      workload.name, fmt::join(input.shape, "x"), fmt::join(input.strides, ",")));
+          }
+        }
+        for (auto [name, value] : {std::pair{"flops", flops_of(task_, workload)},
+                                   std::pair{"min_bytes", min_bytes_of(task_, workload)}}) {
+          if (!std::isfinite(value) || value < 0) {
+            fail("{} gives {} for workload '{}', not a finite non-negative number", name, value, workload.name);
+          }
+        }
+      } catch (const Error& error) {
+        if (std::string_view(error.what()).substr(0, source_.file().size()) == source_.file()) throw;
+        source_.error(at, fmt::format("{} ('{}')", field, workload.name), error.what());
+      }
+    }
+  }
+
+  fs::path task_dir_;
+  fs::path tasks_root_;
+  Source source_;
+  Task task_;
+  std::vector<const toml::table*> output_nodes_;
+  std::vector<const toml::table*> workload_nodes_;
+};
+
+}  // namespace
+
+Task load_task(const fs::path& task_dir, const fs::path& tasks_root) {
+  if (!fs::is_regular_file(task_dir / "task.toml")) fail("{}: no such file", (task_dir / "task.toml").string());
+  return TaskReader(task_dir, tasks_root).read();
+}
+
+std::vector<Task> load_tasks(const fs::path& tasks_root) {
+  if (!fs::is_directory(tasks_root)) fail("{}: the tasks root is not a directory", tasks_root.string());
+  std::vector<Task> tasks;
+  for (const auto& family : fs::directory_iterator(tasks_root)) {
+    if (!family.is_directory()) continue;
+    for (const auto& dir : fs::directory_iterator(family.path())) {
+      if (dir.is_directory() && fs::is_regular_file(dir.path() / "task.toml")) {
+        tasks.push_back(load_task(dir.path(), tasks_root));
+      }
+    }
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.name < b.name; });
+  return tasks;
+}
+
+}  // namespace d2k
