@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/task_loader.hpp"
 #include "eval/device_select.hpp"
+#include "timing/device_info.hpp"
 #include "timing/ceilings.hpp"
 
 namespace d2k {

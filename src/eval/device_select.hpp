@@ -10,7 +10,5 @@ namespace d2k {
 
 // Empty when a CUDA GPU is usable; otherwise why not, for a person.
 std::optional<std::string> cuda_unavailable();
-// Name of the device, e.g. "NVIDIA H200" or the CPU's model name.
-std::string device_name(Device device);
 
 }  // namespace d2k

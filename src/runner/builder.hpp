@@ -1,0 +1,57 @@
+// Solutions: finding their files and building them into a shared object that exports the C ABI
+// (include/d2k/solution.h). Builds are content-addressed: the same sources, ABI header, command and
+// compiler give the same cache entry, whether the build succeeded or failed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+
+namespace d2k {
+
+enum class Language { cuda, cpp };
+
+std::string_view name_of(Language language);
+
+struct Solution {
+  std::string name;  // the folder's name, or the file's stem
+  std::filesystem::path dir;
+  Language language = Language::cuda;
+  std::vector<std::filesystem::path> sources;  // sorted
+  std::vector<std::filesystem::path> headers;  // sorted; empty for a single-file solution
+};
+
+// A .cu (cuda) or .cpp/.cc (cpp) file, or a folder whose .cu or .cpp/.cc files are the sources (not
+// recursive), with its .h/.hpp/.cuh files as headers. Throws d2k::Error for a missing path, another
+// file type, or a folder holding both kinds of source or none.
+Solution load_solution(const std::filesystem::path& path);
+
+struct BuildOptions {
+  Device device = Device::cuda;
+  std::filesystem::path cache_dir;
+  std::filesystem::path abi_include_dir;  // holds d2k/solution.h
+  std::string nvcc = "nvcc";
+  std::string cxx = "c++";
+  std::string cuda_arch = "sm_90a";
+  double timeout_seconds = 300;
+};
+
+struct BuildResult {
+  bool ok = false;
+  std::filesystem::path library;  // the shared object, when ok
+  std::string log;                // the compiler's output, or why nothing was compiled
+  std::string command;            // what ran (or would have run), for a person to repeat
+  bool cached = false;            // the cache already held this build
+  bool timed_out = false;         // the compiler ran past timeout_seconds (never cached)
+  double seconds = 0;             // wall time of this call
+  std::string hash;               // the cache key; empty when nothing was compiled
+};
+
+// Builds (or finds in the cache) a solution. Failures of the solution (a compile error, a timeout, a
+// language that does not match the device) come back as a result with ok = false; a harness that
+// is set up wrong (no ABI header, an unusable cache folder) throws d2k::Error.
+BuildResult build_solution(const Solution& solution, const BuildOptions& options);
+
+}  // namespace d2k

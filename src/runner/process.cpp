@@ -1,0 +1,284 @@
+#include "runner/process.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+extern char** environ;
+
+namespace d2k {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Keeps the first and the last half of the cap: the head says what started failing, the tail how it
+// ended; the middle of a long log is rarely what a person needs.
+class CappedOutput {
+ public:
+  explicit CappedOutput(std::size_t cap) : head_cap_(cap / 2), tail_cap_(cap - cap / 2) {}
+
+  void append(const char* data, std::size_t size) {
+    std::size_t to_head = std::min(size, head_cap_ - head_.size());
+    head_.append(data, to_head);
+    data += to_head;
+    size -= to_head;
+    if (size == 0) return;
+    tail_.append(data, size);
+    // Trimming only past twice the cap keeps appends amortized O(1).
+    if (tail_.size() > 2 * tail_cap_ + 65536) trim();
+  }
+
+  std::string finish() {
+    trim();
+    if (cut_ == 0) return head_ + tail_;
+    return fmt::format("{}\n[... {} bytes cut ...]\n{}", head_, cut_, tail_);
+  }
+
+ private:
+  void trim() {
+    if (tail_.size() <= tail_cap_) return;
+    std::size_t excess = tail_.size() - tail_cap_;
+    cut_ += excess;
+    tail_.erase(0, excess);
+  }
+
+  std::size_t head_cap_;
+  std::size_t tail_cap_;
+  std::string head_;
+  std::string tail_;
+  std::size_t cut_ = 0;
+};
+
+std::vector<std::string> child_environment(const ProcessSpec& spec) {
+  std::vector<std::string> env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    std::string_view text(*entry);
+    std::string_view key = text.substr(0, text.find('='));
+    bool replaced = false;
+    for (const auto& [name, value] : spec.env) replaced = replaced || name == key;
+    if (!replaced) env.emplace_back(text);
+  }
+  for (const auto& [name, value] : spec.env) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::optional<std::string> find_program(const std::string& name, const std::vector<std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& entry : env) {
+    if (entry.starts_with("PATH=")) path = entry.substr(5);
+  }
+  std::size_t begin = 0;
+  while (begin <= path.size()) {
+    std::size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(begin, end - begin);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+ProcessResult failed_to_start(const ProcessSpec& spec, std::string why, Clock::time_point start) {
+  ProcessResult result;
+  result.end = ProcessResult::End::failed_to_start;
+  result.output = std::move(why);
+  result.seconds = seconds_since(start);
+  result.timeout_seconds = spec.timeout_seconds;
+  return result;
+}
+
+// Owns the spawn attributes so that every exit path destroys them.
+struct SpawnSetup {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+};
+
+// Reads what the pipe holds right now, without waiting. Returns false at end of file.
+bool drain_ready(int fd, CappedOutput& output) {
+  char buffer[65536];
+  while (true) {
+    pollfd entry{fd, POLLIN, 0};
+    if (::poll(&entry, 1, 0) <= 0 || !(entry.revents & (POLLIN | POLLHUP))) return true;
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    output.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+// True once the child has ended; leaves it a zombie so that its pid (our process group id) cannot be
+// reused before the group is killed.
+bool child_ended(pid_t pid) {
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return errno == ECHILD;
+  }
+  return info.si_pid == pid;
+}
+
+void reap(pid_t pid, ProcessResult& result) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    result.end = ProcessResult::End::exited;
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.end = ProcessResult::End::signaled;
+    result.signal = WTERMSIG(status);
+  }
+}
+
+}  // namespace
+
+std::string signal_name(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  if (abbrev == nullptr) return fmt::format("signal {}", signal);
+  return fmt::format("SIG{}", abbrev);
+}
+
+std::string ProcessResult::describe() const {
+  switch (end) {
+    case End::exited:
+      return fmt::format("exited with code {}", exit_code);
+    case End::signaled:
+      return fmt::format("killed by signal {} ({})", signal, signal_name(signal));
+    case End::timed_out:
+      return fmt::format("timed out after {:.1f} s", timeout_seconds);
+    case End::failed_to_start:
+      return fmt::format("failed to start: {}", output);
+  }
+  return "unknown end";
+}
+
+ProcessResult run_process(const ProcessSpec& spec) {
+  Clock::time_point start = Clock::now();
+  if (spec.argv.empty()) return failed_to_start(spec, "empty command line", start);
+
+  std::vector<std::string> env = child_environment(spec);
+  std::optional<std::string> program = find_program(spec.argv[0], env);
+  if (!program) return failed_to_start(spec, fmt::format("{}: not found on PATH", spec.argv[0]), start);
+
+  std::vector<char*> argv;
+  for (const auto& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
+  envp.push_back(nullptr);
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return failed_to_start(spec, fmt::format("pipe: {}", std::strerror(errno)), start);
+  }
+
+  pid_t pid = -1;
+  int spawn_error = 0;
+  {
+    SpawnSetup setup;
+    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 1);
+    posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 2);
+    // Descriptors the orchestrator holds (other workers' pipes, the database) must not leak into
+    // candidate code.
+    posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
+    std::string cwd = spec.cwd.string();
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
+
+    // Its own process group, so that a timeout reaches every process it started; default signal
+    // handling and an empty mask, whatever the orchestrator ignores or blocks.
+    sigset_t empty_mask;
+    sigemptyset(&empty_mask);
+    sigset_t all_signals;
+    sigfillset(&all_signals);
+    posix_spawnattr_setpgroup(&setup.attr, 0);
+    posix_spawnattr_setsigmask(&setup.attr, &empty_mask);
+    posix_spawnattr_setsigdefault(&setup.attr, &all_signals);
+    posix_spawnattr_setflags(&setup.attr,
+                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    spawn_error =
+        ::posix_spawn(&pid, program->c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
+  }
+  ::close(pipe_fds[1]);
+  if (spawn_error != 0) {
+    ::close(pipe_fds[0]);
+    std::string where = spec.cwd.empty() ? "" : fmt::format(" (in {})", spec.cwd.string());
+    return failed_to_start(spec, fmt::format("{}: {}{}", *program, std::strerror(spawn_error), where), start);
+  }
+
+  ProcessResult result;
+  result.timeout_seconds = spec.timeout_seconds;
+  CappedOutput output(spec.output_cap);
+  int fd = pipe_fds[0];
+  bool timed_out = false;
+  char buffer[65536];
+  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(spec.timeout_seconds));
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (fd >= 0) {
+      // Short slices: a grandchild may hold the pipe open after the child itself has ended.
+      pollfd entry{fd, POLLIN, 0};
+      int ready = ::poll(&entry, 1, static_cast<int>(std::clamp<long long>(left, 0, 100)));
+      if (ready > 0) {
+        ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n > 0) {
+          output.append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          ::close(fd);
+          fd = -1;
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<long long>(left, 0, 5)));
+    }
+    if (child_ended(pid)) break;
+    if (Clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+  }
+
+  // Whatever the child left behind in its group goes with it.
+  ::kill(-pid, SIGKILL);
+  reap(pid, result);
+  if (fd >= 0) {
+    drain_ready(fd, output);
+    ::close(fd);
+  }
+  if (timed_out) result.end = ProcessResult::End::timed_out;
+  result.output = output.finish();
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace d2k

@@ -1,0 +1,43 @@
+// Child processes: the only way d2k runs a compiler or candidate code. A child gets its own process
+// group so that a timeout kills everything it started, and its output is capped so that a solution
+// printing in a loop cannot exhaust the orchestrator's memory.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace d2k {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up on PATH unless it holds a '/'
+  std::filesystem::path cwd;      // empty: the current directory
+  // Added to (or replacing entries of) the inherited environment; PATH here also steers the lookup.
+  std::vector<std::pair<std::string, std::string>> env;
+  double timeout_seconds = 60;
+  std::size_t output_cap = 1 << 20;  // bytes of merged stdout+stderr kept: half head, half tail
+};
+
+struct ProcessResult {
+  enum class End { exited, signaled, timed_out, failed_to_start };
+  End end = End::failed_to_start;
+  int exit_code = -1;          // exited
+  int signal = 0;              // signaled
+  std::string output;          // stdout and stderr merged, capped; for failed_to_start, why
+  double seconds = 0;          // wall time from start to reaping
+  double timeout_seconds = 0;  // the limit it ran under, for describe()
+
+  bool ok() const { return end == End::exited && exit_code == 0; }
+  // "exited with code 3", "killed by signal 11 (SIGSEGV)", "timed out after 10.0 s",
+  // "failed to start: nvcc: No such file or directory".
+  std::string describe() const;
+};
+
+ProcessResult run_process(const ProcessSpec& spec);
+
+// "SIGSEGV" for 11; "signal 77" for a number without a name.
+std::string signal_name(int signal);
+
+}  // namespace d2k

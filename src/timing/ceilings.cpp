@@ -1,0 +1,222 @@
+#include "timing/ceilings.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "timing/cuda_util.hpp"
+#include "timing/device_info.hpp"
+#include "timing/stats.hpp"
+
+#ifdef D2K_WITH_CUDA
+#include <cublas_v2.h>
+#endif
+
+namespace fs = std::filesystem;
+
+namespace d2k {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kCpuCopyBytes = std::size_t{256} << 20;
+constexpr std::size_t kCudaCopyBytes = std::size_t{1} << 30;
+constexpr int kGemmSize = 8192;
+constexpr int kCopySamples = 20;
+constexpr int kGemmSamples = 10;
+constexpr int kWarmup = 3;
+
+std::string utc_now() {
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
+                     fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
+}
+
+double median(std::vector<double> samples) { return summarize(std::move(samples)).median_ms; }
+
+// Copy rate counting the bytes read and the bytes written, in 1e9 bytes per second.
+double copy_gbps(std::size_t bytes, double ms) {
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+Ceilings measure_cpu() {
+  // Value-initialized, so every page is touched before timing.
+  std::vector<unsigned char> source(kCpuCopyBytes, 1), target(kCpuCopyBytes, 0);
+  std::vector<double> samples;
+  for (int i = 0; i < kWarmup + kCopySamples; ++i) {
+    source[static_cast<std::size_t>(i) * 4096 % kCpuCopyBytes] = static_cast<unsigned char>(i);
+    Clock::time_point begin = Clock::now();
+    std::memcpy(target.data(), source.data(), kCpuCopyBytes);
+    asm volatile("" : : "r"(target.data()) : "memory");
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+    if (i >= kWarmup) samples.push_back(ms);
+  }
+  Ceilings ceilings;
+  ceilings.copy_gbps = copy_gbps(kCpuCopyBytes, median(samples));
+  return ceilings;
+}
+
+#ifdef D2K_WITH_CUDA
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) fail("{} failed: {}", what, cublasGetStatusName(status));
+}
+
+class CublasHandle {
+ public:
+  CublasHandle() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
+  ~CublasHandle() { cublasDestroy(handle_); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// Times `work` on `stream` with events, after warm-up calls; returns the median in ms.
+template <typename Work>
+double median_ms(cudaStream_t stream, int samples, Work&& work) {
+  CudaEvent start, end;
+  std::vector<double> times;
+  for (int i = 0; i < kWarmup + samples; ++i) {
+    check_cuda(cudaEventRecord(start.get(), stream), "cudaEventRecord");
+    work();
+    check_cuda(cudaEventRecord(end.get(), stream), "cudaEventRecord");
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (i >= kWarmup) times.push_back(elapsed_ms(start, end));
+  }
+  return median(times);
+}
+
+// Uniform values in [-1, 1) as bf16 bits. Random data, because zeros let the tensor cores draw less
+// power and run faster than any real product would.
+std::vector<uint16_t> random_bf16(std::size_t count, uint64_t seed) {
+  std::vector<uint16_t> values(count);
+  uint64_t state = seed;
+  for (auto& value : values) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    float f = static_cast<float>(static_cast<uint32_t>(state >> 40)) / float(1 << 24) * 2.0f - 1.0f;
+    uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits += 0x7FFF + ((bits >> 16) & 1);  // round to nearest even
+    value = static_cast<uint16_t>(bits >> 16);
+  }
+  return values;
+}
+
+Ceilings measure_cuda() {
+  CudaStream stream;
+  Ceilings ceilings;
+  {
+    DeviceBuffer source(kCudaCopyBytes), target(kCudaCopyBytes);
+    check_cuda(cudaMemset(source.get(), 1, kCudaCopyBytes), "cudaMemset");
+    double ms = median_ms(stream.get(), kCopySamples, [&] {
+      check_cuda(
+          cudaMemcpyAsync(target.get(), source.get(), kCudaCopyBytes, cudaMemcpyDeviceToDevice, stream.get()),
+          "cudaMemcpyAsync");
+    });
+    ceilings.copy_gbps = copy_gbps(kCudaCopyBytes, ms);
+  }
+  {
+    const std::size_t elements = std::size_t{kGemmSize} * kGemmSize;
+    const std::size_t bytes = elements * sizeof(uint16_t);
+    DeviceBuffer a(bytes), b(bytes), c(bytes);
+    std::vector<uint16_t> host = random_bf16(elements, 1);
+    check_cuda(cudaMemcpy(a.get(), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    host = random_bf16(elements, 2);
+    check_cuda(cudaMemcpy(b.get(), host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    CublasHandle handle;
+    check_cublas(cublasSetStream(handle.get(), stream.get()), "cublasSetStream");
+    const float alpha = 1.0f, beta = 0.0f;
+    double ms = median_ms(stream.get(), kGemmSamples, [&] {
+      check_cublas(
+          cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, kGemmSize, kGemmSize, kGemmSize, &alpha,
+                       a.get(), CUDA_R_16BF, kGemmSize, b.get(), CUDA_R_16BF, kGemmSize, &beta, c.get(),
+                       CUDA_R_16BF, kGemmSize, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    });
+    double flops = 2.0 * kGemmSize * double(kGemmSize) * kGemmSize;
+    ceilings.bf16_tflops = flops / (ms * 1e-3) / 1e12;
+  }
+  return ceilings;
+}
+#endif
+
+std::string sanitized(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                c == '_' || c == '-';
+    if (!keep) c = '_';
+  }
+  return out;
+}
+
+std::optional<Ceilings> read_cache(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  try {
+    return nlohmann::json::parse(in).get<Ceilings>();
+  } catch (const std::exception&) {
+    return std::nullopt;  // a damaged cache is measured again, not trusted
+  }
+}
+
+}  // namespace
+
+Ceilings measure_ceilings(Device device) {
+  Ceilings ceilings;
+  if (device == Device::cpu) {
+    ceilings = measure_cpu();
+  } else {
+#ifdef D2K_WITH_CUDA
+    ceilings = measure_cuda();
+#else
+    fail("cannot measure the cuda device: d2k was built without CUDA");
+#endif
+  }
+  ceilings.device_name = device_name(device);
+  ceilings.device_id = device_id(device);
+  ceilings.measured_at = utc_now();
+  return ceilings;
+}
+
+fs::path ceilings_file(Device device, const fs::path& cache_dir) {
+  return cache_dir / fmt::format("ceilings-{}-{}.json", name_of(device), sanitized(device_id(device)));
+}
+
+Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh, std::ostream* progress) {
+  fs::path file = ceilings_file(device, cache_dir);
+  if (!refresh) {
+    if (std::optional<Ceilings> cached = read_cache(file)) return *cached;
+  }
+  if (progress)
+    *progress << fmt::format("measuring the {} ceilings of {} ...\n", name_of(device), device_name(device));
+  Ceilings ceilings = measure_ceilings(device);
+  if (progress) {
+    *progress << fmt::format("  copy {:.0f} GB/s", ceilings.copy_gbps);
+    if (ceilings.bf16_tflops) *progress << fmt::format(", bf16 {:.0f} TFLOP/s", *ceilings.bf16_tflops);
+    *progress << fmt::format("; cached in {}\n", file.string());
+  }
+  std::error_code error;
+  fs::create_directories(cache_dir, error);
+  // Written beside and renamed, so that a reader never sees half a file.
+  fs::path temp = file;
+  temp += fmt::format(".tmp{}", ::getpid());
+  {
+    std::ofstream out(temp);
+    out << nlohmann::json(ceilings).dump(2) << "\n";
+    if (!out) fail("cannot write the ceilings cache {}", temp.string());
+  }
+  fs::rename(temp, file);
+  return ceilings;
+}
+
+}  // namespace d2k

@@ -1,0 +1,50 @@
+// Memory the worker hands to a solution: every tensor (and the workspace) sits between two guard
+// regions of GUARD_BYTES filled with a pattern the solution cannot predict, so that a write outside
+// the tensor is seen afterwards.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/worker_protocol.hpp"
+
+namespace d2k {
+
+class GuardedBuffer {
+ public:
+  static constexpr std::size_t kGuardBytes = std::size_t{64} << 10;
+
+  // Allocates on the device; the guard pattern comes from `seed` and the name. Throws d2k::Error.
+  GuardedBuffer(Device device, std::string name, std::size_t bytes, uint64_t seed);
+  ~GuardedBuffer();
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  const std::string& name() const { return name_; }
+  void* data() const { return base_ + kGuardBytes; }
+  std::size_t bytes() const { return bytes_; }
+
+  void upload(const std::string& bytes);  // exactly bytes() of them
+  std::string download() const;
+  void fill(unsigned char byte);
+  // One entry per side whose guard changed, with the count of changed bytes.
+  std::vector<GuardViolation> check_guards() const;
+
+ private:
+  void copy_in(std::size_t offset, const void* source, std::size_t bytes);
+  void copy_out(std::size_t offset, void* target, std::size_t bytes) const;
+
+  Device device_;
+  std::string name_;
+  std::size_t bytes_;
+  unsigned char* base_ = nullptr;
+  std::vector<unsigned char> before_, after_;  // the patterns written
+};
+
+// A seed nobody can know in advance: the clock, the process id and the address space layout.
+uint64_t unpredictable_seed();
+
+}  // namespace d2k

@@ -1,0 +1,374 @@
+#include "worker/worker.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "timing/cuda_util.hpp"
+#include "timing/device_info.hpp"
+#include "timing/timer.hpp"
+#include "worker/buffers.hpp"
+#include "worker/library.hpp"
+#include "worker/request.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d2k {
+namespace {
+
+// The solution failed: it becomes a runtime_error result, with the phase it failed in.
+struct SolutionFailure {
+  std::string phase;
+  std::string message;
+};
+
+// Thrown out of a timed call so that the timer stops at the first failing call.
+struct TimedCallFailed {};
+
+void write_text(const fs::path& file, const std::string& text) {
+  // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one.
+  fs::path temp = file;
+  temp += ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out) fail("cannot write {}", temp.string());
+  }
+  fs::rename(temp, file);
+}
+
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("cannot read {}", file.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+d2k_tensor abi_tensor(const WireTensor& tensor, void* data) {
+  d2k_tensor out{};
+  out.name = tensor.name.c_str();
+  out.data = data;
+  out.dtype = to_abi(tensor.dtype);
+  out.rank = static_cast<int32_t>(tensor.shape.size());
+  for (std::size_t i = 0; i < tensor.shape.size(); ++i) {
+    out.shape[i] = tensor.shape[i];
+    out.strides[i] = tensor.strides[i];
+  }
+  return out;
+}
+
+class Evaluation {
+ public:
+  Evaluation(WorkerRequest request, fs::path dir) : request_(std::move(request)), dir_(std::move(dir)) {}
+
+  // The worker's own preparation: device, stream, buffers. A failure here is not the solution's.
+  void setup();
+  // Runs the solution's phases and writes result.json; throws only for the worker's own failures.
+  void run();
+
+ private:
+  void load();
+  void workspace();
+  void prepare();
+  void correctness();
+  void timing();
+  void release();
+
+  // Calls into the solution, turning a non-zero return, a C++ exception or a device fault into a
+  // SolutionFailure of the phase.
+  template <typename Call>
+  void call_solution(const std::string& phase, const char* entry, Call&& call);
+  std::optional<std::string> device_error();
+  std::string solution_message(const char* entry, int code);
+  void check_guards();
+  void write_outputs();
+  void write_result();
+
+  WorkerRequest request_;
+  fs::path dir_;
+  WorkerResult result_;
+  SolutionLibrary library_;
+  uint64_t seed_ = unpredictable_seed();
+#ifdef D2K_WITH_CUDA
+  std::unique_ptr<CudaStream> stream_;
+#endif
+  std::vector<std::unique_ptr<GuardedBuffer>> buffers_;  // inputs, outputs not in place, workspace
+  std::vector<GuardedBuffer*> output_buffers_;           // one per output, in request order
+  std::vector<d2k_tensor> inputs_, outputs_;
+  std::vector<d2k_scalar> scalars_;
+  char error_[D2K_ERROR_CAPACITY] = {};
+  d2k_call call_{};
+  void* prepared_ = nullptr;
+  bool prepared_ok_ = false;
+  bool device_broken_ = false;  // a sticky device fault: nothing more can be read from it
+};
+
+void Evaluation::setup() {
+  Device device = request_.device;
+  result_.device_name = device_name(device);
+  void* stream = nullptr;
+#ifdef D2K_WITH_CUDA
+  if (device == Device::cuda) {
+    check_cuda(cudaFree(nullptr), "creating the CUDA context");
+    stream_ = std::make_unique<CudaStream>();
+    stream = stream_->get();
+  }
+#endif
+  for (const auto& input : request_.inputs) {
+    auto buffer = std::make_unique<GuardedBuffer>(device, input.name, span_bytes(input), seed_);
+    buffer->upload(read_bytes(dir_ / input.file));
+    inputs_.push_back(abi_tensor(input, buffer->data()));
+    buffers_.push_back(std::move(buffer));
+  }
+  for (const auto& output : request_.outputs) {
+    GuardedBuffer* buffer = nullptr;
+    if (const WireTensor* input = inplace_input(request_, output)) {
+      buffer = buffers_[static_cast<std::size_t>(input - request_.inputs.data())].get();
+    } else {
+      // Poisoned: NaN for floats, -1 for integers; whatever the solution leaves unwritten stays wrong.
+      auto owned = std::make_unique<GuardedBuffer>(device, output.name, span_bytes(output), seed_);
+      owned->fill(0xFF);
+      buffer = owned.get();
+      buffers_.push_back(std::move(owned));
+    }
+    output_buffers_.push_back(buffer);
+    outputs_.push_back(abi_tensor(output, buffer->data()));
+  }
+  for (const auto& scalar : request_.scalars) {
+    d2k_scalar abi{};
+    abi.name = scalar.name.c_str();
+    abi.kind = scalar.is_int ? D2K_SCALAR_INT : D2K_SCALAR_FLOAT;
+    if (scalar.is_int) {
+      abi.i = std::llround(scalar.value);
+    } else {
+      abi.f = scalar.value;
+    }
+    scalars_.push_back(abi);
+  }
+  call_.abi_version = D2K_ABI_VERSION;
+  call_.inputs = inputs_.data();
+  call_.num_inputs = static_cast<int32_t>(inputs_.size());
+  call_.outputs = outputs_.data();
+  call_.num_outputs = static_cast<int32_t>(outputs_.size());
+  call_.scalars = scalars_.data();
+  call_.num_scalars = static_cast<int32_t>(scalars_.size());
+  call_.stream = stream;
+  call_.error = error_;
+}
+
+void Evaluation::run() {
+  try {
+    load();
+    workspace();
+    prepare();
+    correctness();
+    if (request_.time) timing();
+    result_.status = "ok";
+    result_.phase = "done";
+    result_.message.clear();
+  } catch (const SolutionFailure& failure) {
+    result_.status = "runtime_error";
+    result_.phase = failure.phase;
+    result_.message = failure.message;
+  }
+  release();
+  write_result();
+}
+
+void Evaluation::load() {
+  // A relative library path, like the tensor files, is relative to the request's folder.
+  fs::path library = request_.library;
+  if (library.is_relative()) library = dir_ / library;
+  try {
+    library_ = load_library(library.string());
+  } catch (const Error& error) {
+    throw SolutionFailure{"load", error.what()};
+  }
+}
+
+void Evaluation::workspace() {
+  if (library_.workspace_size == nullptr) return;
+  std::size_t bytes = 0;
+  call_solution("workspace", "d2k_workspace_size", [&] { return library_.workspace_size(&call_, &bytes); });
+  if (bytes == 0) return;
+  try {
+    auto buffer = std::make_unique<GuardedBuffer>(request_.device, "workspace", bytes, seed_);
+    buffer->fill(0xFF);
+    call_.workspace = buffer->data();
+    call_.workspace_bytes = bytes;
+    buffers_.push_back(std::move(buffer));
+  } catch (const Error& error) {
+    throw SolutionFailure{"workspace",
+                          fmt::format("the {} bytes of workspace asked for: {}", bytes, error.what())};
+  }
+}
+
+void Evaluation::prepare() {
+  if (library_.prepare == nullptr) return;
+  call_solution("prepare", "d2k_prepare", [&] { return library_.prepare(&call_, &prepared_); });
+  prepared_ok_ = true;
+  call_.prepared = prepared_;
+}
+
+void Evaluation::correctness() {
+  call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
+  check_guards();
+  write_outputs();
+}
+
+void Evaluation::timing() {
+  // The outputs are on disk: a crash or a hang while timing still leaves them to be checked.
+  result_.status = "ok";
+  result_.phase = "timing";
+  write_result();
+  // Poisoned again, and written again after the last timed call: a solution that computes once and
+  // then returns at once from the timed calls leaves poison to be checked. Not with in-place outputs:
+  // their inputs change with every call, so only the first call's outputs are comparable.
+  bool check_timed_outputs = std::none_of(request_.outputs.begin(), request_.outputs.end(),
+                                          [](const WireTensor& output) { return output.inplace; });
+  if (check_timed_outputs) {
+    for (GuardedBuffer* buffer : output_buffers_) buffer->fill(0xFF);
+  }
+  error_[0] = '\0';
+  int code = 0;
+  auto timed_call = [&] {
+    code = library_.run(&call_);
+    if (code != 0) throw TimedCallFailed{};
+  };
+  try {
+    result_.samples_ms = measure(request_.device, timed_call, call_.stream, request_.timing);
+  } catch (const TimedCallFailed&) {
+    throw SolutionFailure{"timing", solution_message("d2k_run", code)};
+  } catch (const Error& error) {
+    // The timer's own device checks: a fault the solution caused in one of the timed calls.
+    if (device_error()) device_broken_ = true;
+    throw SolutionFailure{"timing", error.what()};
+  } catch (const std::exception& error) {
+    throw SolutionFailure{"timing", fmt::format("d2k_run threw an exception: {}", error.what())};
+  } catch (...) {
+    throw SolutionFailure{"timing", "d2k_run threw an exception that is not a std::exception"};
+  }
+  check_guards();
+  if (check_timed_outputs) write_outputs();
+}
+
+void Evaluation::release() {
+  if (!prepared_ok_ || library_.release == nullptr) return;
+  library_.release(prepared_);
+}
+
+template <typename Call>
+void Evaluation::call_solution(const std::string& phase, const char* entry, Call&& call) {
+  error_[0] = '\0';
+  int code = 0;
+  try {
+    code = call();
+  } catch (const std::exception& error) {
+    throw SolutionFailure{phase, fmt::format("{} threw an exception: {}", entry, error.what())};
+  } catch (...) {
+    throw SolutionFailure{phase, fmt::format("{} threw an exception that is not a std::exception", entry)};
+  }
+  std::optional<std::string> fault = device_error();
+  if (fault) {
+    // Guards are still worth reading after an ordinary error, not after a sticky fault.
+    if (!device_broken_) check_guards();
+    throw SolutionFailure{phase, fmt::format("{} caused a device error: {}", entry, *fault)};
+  }
+  if (code != 0) {
+    check_guards();
+    throw SolutionFailure{phase, solution_message(entry, code)};
+  }
+}
+
+std::string Evaluation::solution_message(const char* entry, int code) {
+  error_[D2K_ERROR_CAPACITY - 1] = '\0';  // the solution may have filled it without a terminator
+  std::string text(error_);
+  if (text.empty()) return fmt::format("{} returned {} without a message", entry, code);
+  return fmt::format("{} returned {}: {}", entry, code, text);
+}
+
+std::optional<std::string> Evaluation::device_error() {
+#ifdef D2K_WITH_CUDA
+  if (request_.device == Device::cuda) {
+    cudaError_t error = cudaDeviceSynchronize();
+    if (error == cudaSuccess) error = cudaGetLastError();
+    if (error != cudaSuccess) {
+      // Most faults a kernel causes (illegal address, trap) poison the context for good.
+      device_broken_ = cudaDeviceSynchronize() != cudaSuccess;
+      return cuda_error_text(error);
+    }
+  }
+#endif
+  return std::nullopt;
+}
+
+void Evaluation::check_guards() {
+  for (const auto& buffer : buffers_) {
+    for (const GuardViolation& found : buffer->check_guards()) {
+      auto same = [&](const GuardViolation& known) {
+        return known.tensor == found.tensor && known.side == found.side;
+      };
+      auto known = std::find_if(result_.guard_violations.begin(), result_.guard_violations.end(), same);
+      if (known == result_.guard_violations.end()) {
+        result_.guard_violations.push_back(found);
+      } else {
+        known->bytes = std::max(known->bytes, found.bytes);
+      }
+    }
+  }
+}
+
+void Evaluation::write_outputs() {
+  for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
+    write_text(dir_ / request_.outputs[i].file, output_buffers_[i]->download());
+  }
+}
+
+void Evaluation::write_result() { write_text(dir_ / "result.json", nlohmann::json(result_).dump(2) + "\n"); }
+
+}  // namespace
+
+int run_worker(const fs::path& request_file) {
+  // A result left from an earlier run must not pass for this one's.
+  std::error_code ignored;
+  fs::remove(request_file.parent_path() / "result.json", ignored);
+  WorkerRequest request;
+  try {
+    request = load_request(request_file);
+  } catch (const std::exception& error) {
+    std::cerr << "d2k-worker: bad request: " << error.what() << "\n";
+    return 2;
+  }
+  Evaluation evaluation(std::move(request), request_file.parent_path());
+  try {
+    evaluation.setup();
+  } catch (const std::exception& error) {
+    std::cerr << "d2k-worker: cannot set up: " << error.what() << "\n";
+    return 3;
+  }
+  try {
+    evaluation.run();
+  } catch (const std::exception& error) {
+    std::cerr << "d2k-worker: " << error.what() << "\n";
+    return 3;
+  }
+  return 0;
+}
+
+int worker_main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: d2k-worker <request.json>\n";
+    return 2;
+  }
+  return run_worker(argv[1]);
+}
+
+}  // namespace d2k

@@ -1,0 +1,21 @@
+// The worker process: the only place candidate code runs. It reads a WorkerRequest, loads the
+// solution's shared object, runs it once for correctness, writes the outputs, times it if asked, and
+// writes a WorkerResult (core/worker_protocol.hpp). It never sees reference outputs and links no torch.
+#pragma once
+
+#include <filesystem>
+
+namespace d2k {
+
+// With timing and no in-place outputs, the output files written last are those of the last timed call
+// (the outputs are poisoned before the timed calls), so that what is checked was also timed.
+// result.json says, in the end: status "ok" and phase "done", or status "runtime_error" and the phase
+// that failed (load | workspace | prepare | run | timing). Before timing, once the outputs are written,
+// it says status "ok" and phase "timing": what a crash or a hang while timing leaves behind.
+// Exit codes: 0 when result.json was written (whatever the solution did); 2 for a bad command line or
+// request; 3 when the worker itself could not set up (memory, device). A crash of the solution ends
+// the process by its signal.
+int run_worker(const std::filesystem::path& request_file);
+int worker_main(int argc, char** argv);
+
+}  // namespace d2k

@@ -1,0 +1,75 @@
+#include "reference/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <limits>
+
+namespace d2k {
+namespace {
+
+at::Tensor random_tensor(int64_t n, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::normal(0.0, 1.0, {n}, gen, at::TensorOptions().dtype(at::kDouble));
+}
+
+Tolerance bf16_like() { return Tolerance{Tolerance::Metric::numeric, 1e-5, 0.016, 0.002}; }
+
+TEST(Compare, Bf16RoundingPassesAgainstFloat64) {
+  const auto want = random_tensor(4096, 1);
+  const auto got = want.to(at::kBFloat16);
+  const auto c = compare("y", got, want, bf16_like());
+  EXPECT_TRUE(c.passed) << "nmse " << c.nmse << " excess " << c.worst_excess;
+  EXPECT_GT(c.nmse, 0.0);
+  EXPECT_EQ(c.mismatches, 0);
+}
+
+TEST(Compare, Fp8PrecisionFailsABf16Tolerance) {
+  const auto want = random_tensor(4096, 2);
+  const auto got = want.to(at::kFloat8_e4m3fn);
+  const auto c = compare("y", got, want, bf16_like());
+  EXPECT_FALSE(c.passed);
+  EXPECT_GT(c.nmse, 1e-5);
+}
+
+TEST(Compare, OneWrongElementAmongManyFails) {
+  const auto want = random_tensor(1 << 16, 3);
+  auto got = want.clone();
+  got[12345] = got[12345].item<double>() + 1.0;
+  const auto c = compare("y", got, want, bf16_like());
+  EXPECT_FALSE(c.passed);  // the NMSE alone would not see it; the elementwise bound does
+  EXPECT_EQ(c.mismatches, 1);
+  EXPECT_EQ(c.worst_index, 12345);
+}
+
+TEST(Compare, NanFailsAndIsCounted) {
+  const auto want = random_tensor(100, 4);
+  auto got = want.clone();
+  got[7] = std::numeric_limits<double>::quiet_NaN();
+  const auto c = compare("y", got, want, bf16_like());
+  EXPECT_FALSE(c.passed);
+  EXPECT_EQ(c.non_finite, 1);
+}
+
+TEST(Compare, TinyOutputsCannotPassOnAbsoluteTolerance) {
+  // Outputs of scale 1e-6: zeros would pass any absolute tolerance of 1e-3, not a scale-aware one.
+  const auto want = random_tensor(1000, 5) * 1e-6;
+  const auto c = compare("y", at::zeros_like(want), want, bf16_like());
+  EXPECT_FALSE(c.passed);
+}
+
+TEST(Compare, ExactMetricCountsUnequalIntegers) {
+  auto want = at::arange(0, 64, at::TensorOptions().dtype(at::kInt));
+  auto got = want.clone();
+  got[3] = 4;
+  got[9] = 8;
+  const auto c = compare("ids", got, want, Tolerance{Tolerance::Metric::exact});
+  EXPECT_FALSE(c.passed);
+  EXPECT_EQ(c.mismatches, 2);
+  EXPECT_EQ(c.worst_index, 3);
+  EXPECT_TRUE(compare("ids", want, want, Tolerance{Tolerance::Metric::exact}).passed);
+}
+
+}  // namespace
+}  // namespace d2k

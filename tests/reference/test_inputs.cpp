@@ -1,0 +1,66 @@
+#include "reference/inputs.hpp"
+
+#include <gtest/gtest.h>
+
+namespace d2k {
+namespace {
+
+class Identity : public TaskCode {
+ public:
+  TensorMap reference(TensorMap& inputs, const Scalars&) const override { return {}; }
+};
+
+Task task_with(InputInit init, DType dtype = DType::f32) {
+  Task task;
+  task.name = "test/inputs";
+  task.axes = {"T", "H"};
+  TensorSpec a{.name = "a", .dtype = dtype, .shape = {"T", "H"}};
+  a.init = init;
+  TensorSpec b{.name = "b", .dtype = DType::f32, .shape = {"H"}};
+  task.inputs = {a, b};
+  task.workloads = {Workload{.name = "w", .axes = {{"T", 64}, {"H", 256}}}};
+  return task;
+}
+
+TEST(Inputs, SameSeedSameValuesOtherSeedOtherValues) {
+  const auto task = task_with({});
+  Identity code;
+  const auto one = make_inputs(task, code, task.workloads[0], 11);
+  const auto again = make_inputs(task, code, task.workloads[0], 11);
+  const auto other = make_inputs(task, code, task.workloads[0], 12);
+  EXPECT_TRUE(at::equal(one.at("a"), again.at("a")));
+  EXPECT_FALSE(at::equal(one.at("a"), other.at("a")));
+  EXPECT_FALSE(at::equal(one.at("a").flatten().narrow(0, 0, 256), one.at("b")));  // independent streams
+}
+
+TEST(Inputs, ShapeDtypeAndDistribution) {
+  const auto task = task_with(InputInit{.dist = "normal", .mean = 3.0, .std = 0.5}, DType::bf16);
+  Identity code;
+  const auto a = make_inputs(task, code, task.workloads[0], 1).at("a");
+  EXPECT_EQ(a.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(a.sizes(), (std::vector<int64_t>{64, 256}));
+  const auto f = a.to(at::kDouble);
+  EXPECT_NEAR(f.mean().item<double>(), 3.0, 0.05);
+  EXPECT_NEAR(f.std().item<double>(), 0.5, 0.05);
+}
+
+TEST(Inputs, TiesRecurWithinRows) {
+  const auto task = task_with(InputInit{.dist = "ties", .std = 1.0, .quantum = 0.5});
+  Identity code;
+  const auto a = make_inputs(task, code, task.workloads[0], 3).at("a");
+  const auto row = a[0];
+  EXPECT_LT(std::get<0>(at::_unique(row)).numel(), row.numel() / 4);
+  EXPECT_TRUE(at::equal(at::round(a / 0.5) * 0.5, a));
+}
+
+TEST(Inputs, StudentTHasHeavierTailsThanNormal) {
+  Identity code;
+  const auto normal = task_with(InputInit{.dist = "normal"});
+  const auto heavy = task_with(InputInit{.dist = "student_t", .df = 2.0});
+  const double max_normal = make_inputs(normal, code, normal.workloads[0], 5).at("a").abs().max().item<double>();
+  const double max_heavy = make_inputs(heavy, code, heavy.workloads[0], 5).at("a").abs().max().item<double>();
+  EXPECT_GT(max_heavy, 2.0 * max_normal);
+}
+
+}  // namespace
+}  // namespace d2k

@@ -1,0 +1,49 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "timing/timer.hpp"
+
+using namespace d2k;
+
+TEST(Timer, CpuStopsAtMinSamplesOnceTimeIsUp) {
+  TimingConfig config;
+  config.warmup = 2;
+  config.min_samples = 5;
+  config.max_samples = 50;
+  config.max_seconds = 0.0;
+  int calls = 0;
+  std::vector<double> samples = measure(
+      Device::cpu, [&] { ++calls; }, nullptr, config);
+  EXPECT_EQ(samples.size(), 5u);
+  EXPECT_EQ(calls, 7);
+}
+
+TEST(Timer, CpuStopsAtMaxSamplesAndTimesTheCall) {
+  TimingConfig config;
+  config.warmup = 1;
+  config.min_samples = 2;
+  config.max_samples = 6;
+  config.max_seconds = 60.0;
+  config.flush_l2 = true;
+  auto sleepy = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  std::vector<double> samples = measure(Device::cpu, sleepy, nullptr, config);
+  ASSERT_EQ(samples.size(), 6u);
+  for (double ms : samples) {
+    EXPECT_GE(ms, 2.0);
+    EXPECT_LT(ms, 200.0);  // the cache flush is outside the sample
+  }
+}
+
+TEST(Timer, ExceptionsFromTheCallPropagate) {
+  TimingConfig config;
+  config.warmup = 0;
+  int calls = 0;
+  auto failing = [&] {
+    if (++calls == 3) throw std::runtime_error("third call failed");
+  };
+  EXPECT_THROW(measure(Device::cpu, failing, nullptr, config), std::runtime_error);
+  EXPECT_EQ(calls, 3);
+}

@@ -1,0 +1,225 @@
+// The d2k-worker executable end to end on the cpu device: small solutions from solutions/, built
+// with the builder, run through run_process exactly as the orchestrator runs them.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <map>
+#include <random>
+
+#include "harness.hpp"
+
+using namespace d2k;
+using namespace d2k::test;
+
+namespace {
+
+[[maybe_unused]] testing::Environment* const kCleanup =
+    testing::AddGlobalTestEnvironment(new RemoveScratchIfAllPassed);
+
+class Worker : public testing::Test {
+ protected:
+  void SetUp() override { dir_ = test_dir(); }
+
+  WorkerRun run(const WorkerRequest& request, double timeout = 60) {
+    return run_worker(dir_, request, timeout);
+  }
+
+  // y = x + alpha * z on 4x6 f32 tensors: x with a padded row stride, z column-major, y contiguous.
+  WorkerRequest axpy_request(const fs::path& library) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x_.resize(30);
+    z_.resize(24);
+    for (float& v : x_) v = normal(random_);
+    for (float& v : z_) v = normal(random_);
+    write_raw(dir_ / "x.bin", x_);
+    write_raw(dir_ / "z.bin", z_);
+    WorkerRequest request;
+    request.library = library.string();
+    request.device = Device::cpu;
+    request.inputs = {tensor("x", DType::f32, {4, 6}, {8, 1}, "x.bin"),
+                      tensor("z", DType::f32, {4, 6}, {1, 4}, "z.bin")};
+    request.outputs = {tensor("y", DType::f32, {4, 6}, {6, 1}, "y.bin")};
+    request.scalars = {WireScalar{"alpha", false, 0.75}};
+    request.time = false;
+    return request;
+  }
+
+  float expected_y(int i, int j) const { return x_[i * 8 + j] + 0.75f * z_[i + 4 * j]; }
+
+  fs::path dir_;
+  std::mt19937 random_{20250101};
+  std::vector<float> x_, z_;
+};
+
+}  // namespace
+
+TEST_F(Worker, RunsACorrectSolutionWithWorkspacePrepareAndTiming) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  request.time = true;
+  request.timing.warmup = 1;
+  request.timing.min_samples = 3;
+  request.timing.max_samples = 10;
+  request.timing.max_seconds = 0.0;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.process.ok()) << done.process.describe() << "\n" << done.process.output;
+  ASSERT_TRUE(done.result);
+  EXPECT_EQ(done.result->status, "ok") << done.result->phase << ": " << done.result->message;
+  EXPECT_EQ(done.result->phase, "done");
+  EXPECT_TRUE(done.result->guard_violations.empty());
+  EXPECT_EQ(done.result->samples_ms.size(), 3u);
+  for (double ms : done.result->samples_ms) EXPECT_GT(ms, 0.0);
+  EXPECT_FALSE(done.result->device_name.empty());
+
+  std::vector<float> y = read_raw<float>(dir_ / "y.bin");
+  ASSERT_EQ(y.size(), 24u);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) EXPECT_FLOAT_EQ(y[i * 6 + j], expected_y(i, j)) << i << "," << j;
+  }
+}
+
+TEST_F(Worker, InPlaceOutputsShareTheInputAndIntScalarsArriveAsInts) {
+  std::uniform_int_distribution<int32_t> values(-1000, 1000);
+  std::vector<int32_t> x(1000);
+  for (int32_t& v : x) v = values(random_);
+  write_raw(dir_ / "x.bin", x);
+  WorkerRequest request;
+  request.library = built("scale_inplace.cpp").string();
+  request.device = Device::cpu;
+  request.inputs = {tensor("x", DType::i32, {10, 100}, {100, 1}, "x.bin")};
+  request.outputs = {tensor("x", DType::i32, {10, 100}, {100, 1}, "x.out.bin")};
+  request.outputs[0].inplace = true;
+  request.scalars = {WireScalar{"factor", true, 3.0}};
+  request.time = false;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok") << done.result->message;
+  EXPECT_EQ(done.result->phase, "done");
+  EXPECT_TRUE(done.result->samples_ms.empty());
+  std::vector<int32_t> out = read_raw<int32_t>(dir_ / "x.out.bin");
+  ASSERT_EQ(out.size(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out[i], 3 * x[i]) << i;
+}
+
+TEST_F(Worker, TheSolutionsErrorMessageComesBack) {
+  WorkerRequest request = axpy_request(built("reports_error.cpp"));
+  request.time = true;
+  WorkerRun done = run(request);
+  EXPECT_TRUE(done.process.ok()) << done.process.output;
+  ASSERT_TRUE(done.result);
+  EXPECT_EQ(done.result->status, "runtime_error");
+  EXPECT_EQ(done.result->phase, "run");
+  EXPECT_NE(done.result->message.find("unsupported rank 2"), std::string::npos) << done.result->message;
+  EXPECT_NE(done.result->message.find("returned 7"), std::string::npos) << done.result->message;
+  EXPECT_TRUE(done.result->samples_ms.empty());
+}
+
+TEST_F(Worker, WritesOutsideTheOutputAreReportedAsGuardViolations) {
+  WorkerRun done = run(axpy_request(built("writes_past_output.cpp")));
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok");
+  std::map<std::string, int64_t> sides;
+  for (const auto& violation : done.result->guard_violations) {
+    EXPECT_EQ(violation.tensor, "y");
+    sides[violation.side] = violation.bytes;
+  }
+  ASSERT_EQ(sides.size(), 2u);
+  EXPECT_GT(sides["after"], 32);  // 16 floats of 1.0f over a random pattern
+  EXPECT_LE(sides["after"], 64);
+  EXPECT_GT(sides["before"], 0);
+  EXPECT_LE(sides["before"], 4);
+}
+
+TEST_F(Worker, OutputsTheSolutionLeavesAloneComeBackPoisoned) {
+  WorkerRun done = run(axpy_request(built("writes_nothing.cpp")));
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok");
+  std::vector<uint32_t> y = read_raw<uint32_t>(dir_ / "y.bin");
+  ASSERT_EQ(y.size(), 24u);
+  for (uint32_t bits : y) EXPECT_EQ(bits, 0xFFFFFFFFu);
+}
+
+TEST_F(Worker, TheOutputsWrittenLastComeFromTheLastTimedCall) {
+  WorkerRequest request = axpy_request(built("computes_once.cpp"));
+  request.time = false;
+  WorkerRun untimed = run(request);
+  ASSERT_TRUE(untimed.result) << untimed.process.output;
+  EXPECT_FLOAT_EQ(read_raw<float>(dir_ / "y.bin")[7], expected_y(1, 1));
+
+  request.time = true;
+  request.timing.max_samples = 3;
+  WorkerRun timed = run(request);
+  ASSERT_TRUE(timed.result) << timed.process.output;
+  EXPECT_EQ(timed.result->status, "ok");
+  std::vector<uint32_t> y = read_raw<uint32_t>(dir_ / "y.bin");
+  ASSERT_EQ(y.size(), 24u);
+  for (uint32_t bits : y) EXPECT_EQ(bits, 0xFFFFFFFFu);
+}
+
+TEST_F(Worker, ACrashEndsTheProcessByItsSignalWithNoResult) {
+  WorkerRun done = run(axpy_request(built("segfaults.cpp")));
+  EXPECT_EQ(done.process.end, ProcessResult::End::signaled) << done.process.describe();
+  EXPECT_EQ(done.process.signal, SIGSEGV);
+  EXPECT_FALSE(done.result);
+}
+
+TEST_F(Worker, AHangIsEndedByTheTimeout) {
+  WorkerRun done = run(axpy_request(built("hangs.cpp")), 1.0);
+  EXPECT_EQ(done.process.end, ProcessResult::End::timed_out);
+  EXPECT_FALSE(done.result);
+}
+
+// Hangs in its timed calls only: the correctness call's outputs and a result saying "timing" remain.
+TEST_F(Worker, AHangWhileTimingLeavesTheOutputsAndAPartialResult) {
+  WorkerRequest request = axpy_request(built("hangs_when_timed.cpp"));
+  request.time = true;
+  request.timing.warmup = 0;
+  WorkerRun done = run(request, 1.0);
+  EXPECT_EQ(done.process.end, ProcessResult::End::timed_out);
+  ASSERT_TRUE(done.result);
+  EXPECT_EQ(done.result->status, "ok");
+  EXPECT_EQ(done.result->phase, "timing");
+  EXPECT_TRUE(done.result->samples_ms.empty());
+  std::vector<float> y = read_raw<float>(dir_ / "y.bin");
+  ASSERT_EQ(y.size(), 24u);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) EXPECT_FLOAT_EQ(y[i * 6 + j], expected_y(i, j)) << i << "," << j;
+  }
+}
+
+TEST_F(Worker, ALibraryWithoutTheEntryPointFailsToLoad) {
+  WorkerRun done = run(axpy_request(built("no_entry_point.cpp")));
+  EXPECT_TRUE(done.process.ok()) << done.process.output;
+  ASSERT_TRUE(done.result);
+  EXPECT_EQ(done.result->status, "runtime_error");
+  EXPECT_EQ(done.result->phase, "load");
+  EXPECT_NE(done.result->message.find("d2k_run"), std::string::npos) << done.result->message;
+
+  WorkerRequest missing = axpy_request(dir_ / "no-such-library.so");
+  done = run(missing);
+  ASSERT_TRUE(done.result);
+  EXPECT_EQ(done.result->phase, "load");
+  EXPECT_NE(done.result->message.find("no-such-library.so"), std::string::npos) << done.result->message;
+}
+
+TEST_F(Worker, ABadRequestEndsWithAMessageAndNoResult) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  write_raw(dir_ / "z.bin", std::vector<float>(23));  // one element short of z's span
+  WorkerRun done = run(request);
+  EXPECT_EQ(done.process.end, ProcessResult::End::exited);
+  EXPECT_EQ(done.process.exit_code, 2);
+  EXPECT_NE(done.process.output.find("'z'"), std::string::npos) << done.process.output;
+  EXPECT_NE(done.process.output.find("96"), std::string::npos) << done.process.output;
+  EXPECT_FALSE(done.result);
+
+  request.inputs[0].file = "missing.bin";
+  write_raw(dir_ / "z.bin", z_);
+  done = run(request);
+  EXPECT_EQ(done.process.exit_code, 2);
+  EXPECT_NE(done.process.output.find("missing.bin"), std::string::npos) << done.process.output;
+
+  ProcessSpec no_arguments;
+  no_arguments.argv = {D2K_WORKER_PATH};
+  ProcessResult usage = run_process(no_arguments);
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_NE(usage.output.find("usage"), std::string::npos);
+}
