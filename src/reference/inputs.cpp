@@ -57,6 +57,7 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
 Scalars scalars_for(const Task& task, const Workload& workload) {
   Scalars scalars;
   for (const auto& [spec, value] : scalars_of(task, workload)) scalars.values[spec->name] = value;
+  scalars.axes = workload.axes;
   return scalars;
 }
 
