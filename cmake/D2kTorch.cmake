@@ -37,10 +37,27 @@ target_include_directories(d2k_torch SYSTEM INTERFACE
 target_compile_definitions(d2k_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1 FMT_HEADER_ONLY=1)
 target_link_libraries(d2k_torch INTERFACE
   "${D2K_TORCH_DIR}/lib/libtorch_cpu.so" "${D2K_TORCH_DIR}/lib/libc10.so")
-# The CUDA runtime libraries libtorch_cpu needs: the toolkit's, else the pip packages' (scripts/setup).
+# libtorch_cpu.so needs libcudart.so.13 and libcupti.so.13 even on the cpu device. Both the linker (for
+# libtorch_cpu's own dependencies) and the loader must find them, so their folder goes on the build RPATH:
+# the pip packages beside torch (the GPU machine's venv; scripts/setup where no CUDA toolkit has them),
+# else the CUDA toolkit's.
 set(D2K_TORCH_RPATH "${D2K_TORCH_DIR}/lib")
-foreach(_d2k_nv cuda_runtime cuda_cupti cu13)
-  if(EXISTS "${D2K_TORCH_DIR}/../nvidia/${_d2k_nv}/lib")
-    list(APPEND D2K_TORCH_RPATH "${D2K_TORCH_DIR}/../nvidia/${_d2k_nv}/lib")
+set(_d2k_cuda_dirs "${D2K_TORCH_DIR}/../nvidia/cu13/lib")
+if(CUDAToolkit_FOUND)
+  list(APPEND _d2k_cuda_dirs "${CUDAToolkit_LIBRARY_DIR}" "${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64")
+endif()
+list(APPEND _d2k_cuda_dirs /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64)
+foreach(_d2k_lib libcudart.so.13 libcupti.so.13)
+  find_file(_d2k_found "${_d2k_lib}" PATHS ${_d2k_cuda_dirs} NO_DEFAULT_PATH NO_CACHE)
+  if(_d2k_found)
+    get_filename_component(_d2k_dir "${_d2k_found}" DIRECTORY)
+    get_filename_component(_d2k_dir "${_d2k_dir}" REALPATH)
+    list(APPEND D2K_TORCH_RPATH "${_d2k_dir}")
+    message(STATUS "d2k: ${_d2k_lib} for libtorch from ${_d2k_dir}")
+  else()
+    message(WARNING "d2k: ${_d2k_lib} (needed by libtorch_cpu.so) is neither beside torch nor in a CUDA "
+                    "toolkit; linking works only if the system loader knows it. scripts/setup installs it.")
   endif()
+  unset(_d2k_found)
 endforeach()
+list(REMOVE_DUPLICATES D2K_TORCH_RPATH)

@@ -28,6 +28,9 @@ void add_run_options(CLI::App& command, CommonOptions& options) {
       ->capture_default_str();
   command.add_option("--max-seconds", options.max_seconds, "timing budget per workload, seconds")
       ->capture_default_str();
+  command.add_option("--min-samples", options.min_samples, "timed calls at least per workload")
+      ->capture_default_str();
+  command.add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
 }
 

@@ -68,6 +68,10 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   eval.seed = options.seed;
   eval.baseline = !options.no_baseline;
   eval.timing.max_seconds = options.max_seconds;
+  eval.timing.min_samples = options.min_samples;
+  eval.timing.warmup = options.warmup;
+  if (options.min_samples < 1) fail("--min-samples: must be at least 1, not {}", options.min_samples);
+  if (options.warmup < 0) fail("--warmup: must not be negative, not {}", options.warmup);
   eval.worker_timeout_seconds = options.timeout;
   eval.root = context.root;
   eval.cache_dir = context.cache_dir / "builds";

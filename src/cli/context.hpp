@@ -19,6 +19,8 @@ struct CommonOptions {
   bool no_baseline = false;
   double timeout = 120.0;      // seconds per worker
   double max_seconds = 1.0;    // timing budget per workload
+  int min_samples = 10;        // timed calls at least, even past max_seconds
+  int warmup = 3;              // untimed calls first
   bool refresh_ceilings = false;
 };
 

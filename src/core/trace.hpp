@@ -1,6 +1,7 @@
 // A trace: the result of one solution on one workload. Plain data; JSON mapping in core/json.cpp.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

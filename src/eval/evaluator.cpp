@@ -121,8 +121,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   trace.device_name = options_.device_name;
   trace.seed = options_.seed;
   trace.timestamp = now_iso8601();
+  // Each progress line says how long the workload has taken so far: the harness's own cost shows.
+  const auto started = std::chrono::steady_clock::now();
   const auto step = [&](const char* what) {
-    say(fmt::format("[{}/{}] {} {}: {}", index, count, task.name, workload.name, what));
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
+    say(fmt::format("[{}/{}] {} {}: {} (at {:.1f} s)", index, count, task.name, workload.name, what, elapsed.count()));
   };
 
   if (!build.ok) {

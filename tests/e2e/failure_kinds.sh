@@ -1,6 +1,6 @@
 # Each failure kind yields exactly its status, on two workloads, and d2k itself goes on to the end
 # (exit code 1: a failed trace, not 2: a harness error).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib.bash"
 task=norm/fused_add_rmsnorm
 solutions="$D2K_ROOT/tests/e2e/solutions"
 
@@ -11,7 +11,7 @@ check_kind() {  # solution expected-status [message fragment] [workloads...]
   local json="$WORK/$name.json" args=()
   for w in "${workloads[@]}"; do args+=(-w "$w"); done
   expect_exit 1 "$D2K" eval $task "$solutions/$name.cpp" --device cpu "${args[@]}" \
-    --timeout 10 --max-seconds 0.2 --json "$json"
+    --timeout 10 --max-seconds 0.2 --min-samples 3 --warmup 1 --json "$json"
   for w in "${workloads[@]}"; do
     expect_eq "$(status_of "$json" "$w")" "$status" "$name on $w"
   done
