@@ -106,8 +106,13 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
 
   std::vector<Trace> traces;
   int index = 0;
-  for (const auto* workload : workloads)
+  for (const auto* workload : workloads) {
+    const auto started = std::chrono::steady_clock::now();
     traces.push_back(evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    say(fmt::format("[{}/{}] {} {}: {} in {:.1f} s", index, workloads.size(), task.name, workload->name,
+                    name_of(traces.back().status), took.count()));
+  }
   return traces;
 }
 
