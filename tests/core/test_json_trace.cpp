@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/json.hpp"
+
+namespace d2k {
+namespace {
+
+Trace sample_trace() {
+  Trace t;
+  t.task = "norm/fused_add_rmsnorm";
+  t.workload = "llama3-8b-T2048";
+  t.solution = "cuda";
+  t.device = Device::cuda;
+  t.device_name = "NVIDIA H200";
+  t.status = Status::incorrect_numerics;
+  t.message = "'x': 3 of 8388608 elements outside tolerance";
+  t.seed = 42;
+  Comparison c;
+  c.name = "x";
+  c.metric = "numeric";
+  c.nmse = std::numeric_limits<double>::infinity();  // a NaN in the output
+  c.max_abs_error = 0.25;
+  c.mismatches = 3;
+  c.non_finite = 1;
+  c.worst_index = 17;
+  c.elements = 8388608;
+  t.comparisons = {c};
+  Performance p;
+  p.solution = TimingSummary{0.018, 0.0175, 0.019, 0.017, 0.0181, 200};
+  p.baseline = TimingSummary{0.145, 0.14, 0.15, 0.139, 0.146, 120};
+  p.speedup = 8.05;
+  p.min_bytes = 67117056;
+  p.achieved_gbps = 3728.7;
+  t.performance = p;
+  t.timestamp = "2026-11-30T00:37:25Z";
+  return t;
+}
+
+TEST(JsonTrace, RoundTripsEveryField) {
+  const Trace t = sample_trace();
+  const Trace back = nlohmann::json::parse(nlohmann::json(t).dump()).get<Trace>();
+  EXPECT_EQ(nlohmann::json(back), nlohmann::json(t));
+  EXPECT_EQ(back.status, Status::incorrect_numerics);
+  ASSERT_TRUE(back.performance && back.performance->baseline);
+  EXPECT_DOUBLE_EQ(back.performance->baseline->median_ms, 0.145);
+  EXPECT_FALSE(back.performance->sol_fraction.has_value());
+}
+
+TEST(JsonTrace, InfinityIsWrittenAsNullAndReadBack) {
+  const auto j = nlohmann::json(sample_trace());
+  EXPECT_TRUE(j["comparisons"][0]["nmse"].is_null());
+  EXPECT_EQ(j["status"], "incorrect_numerics");
+  EXPECT_EQ(j["device"], "cuda");
+  EXPECT_TRUE(std::isinf(j.get<Trace>().comparisons[0].nmse));
+}
+
+TEST(JsonTrace, UnknownStatusIsAnErrorNamingTheValue) {
+  auto j = nlohmann::json(sample_trace());
+  j["status"] = "fast";
+  try {
+    (void)j.get<Trace>();
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'fast'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace d2k
