@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
 
 #include "core/error.hpp"
@@ -60,6 +62,18 @@ std::string safe_name(std::string name) {
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   return name;
+}
+
+// Nothing when the two files hold the same bytes; otherwise how they differ, for a person.
+std::optional<std::string> changed_bytes(const std::filesystem::path& sent, const std::filesystem::path& after) {
+  std::ifstream a(sent, std::ios::binary), b(after, std::ios::binary);
+  if (!b) return std::string("the worker did not return it");
+  const std::string x{std::istreambuf_iterator<char>(a), {}}, y{std::istreambuf_iterator<char>(b), {}};
+  if (x.size() != y.size()) return fmt::format("{} bytes came back for {}", y.size(), x.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) differ += x[i] != y[i];
+  if (differ == 0) return std::nullopt;
+  return fmt::format("{} of {} bytes differ", differ, x.size());
 }
 
 WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
@@ -208,6 +222,17 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   for (std::size_t i = 0; i < task.outputs.size(); ++i) {
     const auto& out = task.outputs[i];
     got[out.name] = read_span(dir.path() / request.outputs[i].file, out.dtype, geometry_of(out, workload));
+  }
+  // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent.
+  for (std::size_t i = 0; i < task.inputs.size(); ++i) {
+    const auto& spec = task.inputs[i];
+    if (const auto* out = task.find_output(spec.name); out && out->inplace) continue;
+    const auto sent = dir.path() / request.inputs[i].file;
+    if (const auto changed = changed_bytes(sent, std::filesystem::path(sent.string() + ".after"))) {
+      trace.status = Status::rejected;
+      trace.message = fmt::format("modified its input '{}' ({}); inputs are read-only", spec.name, *changed);
+      return trace;
+    }
   }
   auto verdict = check(task, *code, scalars, got, want, result.guard_violations);
   trace.comparisons = std::move(verdict.comparisons);

@@ -51,6 +51,13 @@ const WireTensor* inplace_input(const WorkerRequest& request, const WireTensor& 
   return nullptr;
 }
 
+bool inplace_output(const WorkerRequest& request, const WireTensor& input) {
+  for (const auto& output : request.outputs) {
+    if (output.inplace && output.name == input.name) return true;
+  }
+  return false;
+}
+
 WorkerRequest load_request(const fs::path& file) {
   std::ifstream in(file);
   if (!in) fail("cannot read the request {}", file.string());

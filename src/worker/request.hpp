@@ -23,5 +23,7 @@ WorkerRequest load_request(const std::filesystem::path& file);
 
 // The input that an in-place output updates; nullptr when there is none.
 const WireTensor* inplace_input(const WorkerRequest& request, const WireTensor& output);
+// Whether an in-place output updates this input (so it may change).
+bool inplace_output(const WorkerRequest& request, const WireTensor& input);
 
 }  // namespace d2k

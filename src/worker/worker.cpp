@@ -90,6 +90,7 @@ class Evaluation {
   std::string solution_message(const char* entry, int code);
   void check_guards();
   void write_outputs();
+  void write_inputs_after();
   void write_result();
 
   WorkerRequest request_;
@@ -222,6 +223,7 @@ void Evaluation::correctness() {
   call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
   write_outputs();
+  write_inputs_after();
 }
 
 void Evaluation::timing() {
@@ -258,6 +260,7 @@ void Evaluation::timing() {
   }
   check_guards();
   if (check_timed_outputs) write_outputs();
+  write_inputs_after();
 }
 
 void Evaluation::release() {
@@ -329,6 +332,15 @@ void Evaluation::check_guards() {
 void Evaluation::write_outputs() {
   for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
     write_text(dir_ / request_.outputs[i].file, output_buffers_[i]->download());
+  }
+}
+
+// The inputs as the solution left them, for the orchestrator to compare with what it sent (inputs are
+// read-only but for the in-place outputs). The comparison happens there, out of the solution's reach.
+void Evaluation::write_inputs_after() {
+  for (std::size_t i = 0; i < request_.inputs.size(); ++i) {
+    if (inplace_output(request_, request_.inputs[i])) continue;
+    write_text(dir_ / (request_.inputs[i].file + ".after"), buffers_[i]->download());
   }
 }
 

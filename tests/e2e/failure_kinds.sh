@@ -26,5 +26,6 @@ check_kind crash runtime_error "SIGSEGV"
 check_kind reports_error runtime_error "unsupported hidden size"
 check_kind hang timeout ""
 check_kind wrong_answer incorrect_numerics ""
+check_kind modifies_input rejected "modified its input 'weight'"
 # Only on one row: the float32 writes of a longer output would run far past its guard region.
 check_kind wrong_dtype incorrect_dtype "f32" llama3-8b-T1
