@@ -17,11 +17,12 @@
 namespace d2k {
 namespace {
 
-void add_run_options(CLI::App& command, CommonOptions& options) {
+// Returns the --seed option, so the caller can tell whether it was given.
+CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--device", options.device, "auto, cuda or cpu (auto: cuda when a GPU is usable)")
       ->capture_default_str();
   command.add_option("--workload,-w", options.workloads, "run only these workloads (repeatable)");
-  command.add_option("--seed", options.seed, "seed of the input draw")->capture_default_str();
+  auto* seed = command.add_option("--seed", options.seed, "seed of the input draw")->capture_default_str();
   command.add_option("--json", options.json, "write the traces as JSON to FILE ('-' for stdout)");
   command.add_flag("--no-baseline", options.no_baseline, "do not time the eager baseline");
   command.add_option("--timeout", options.timeout, "seconds a worker may run before it counts as hung")
@@ -32,6 +33,7 @@ void add_run_options(CLI::App& command, CommonOptions& options) {
       ->capture_default_str();
   command.add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
+  return seed;
 }
 
 void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
@@ -90,12 +92,13 @@ int run_cli(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "evaluate one solution on a task's workloads");
   eval->add_option("task", task_name, "the task, e.g. norm/fused_add_rmsnorm")->required();
   eval->add_option("solution", solution_path, "a .cu or .cpp file, or a folder of them")->required();
-  add_run_options(*eval, options);
+  auto* eval_seed = add_run_options(*eval, options);
+  eval->add_flag("--final", options.final, "final evaluation: published and hidden workloads, a fresh seed unless --seed");
 
   std::vector<std::string> task_globs;
   auto* bench = app.add_subcommand("bench", "evaluate the shipped expert solutions on every task");
   bench->add_option("--task,-t", task_globs, "task name or glob, e.g. 'moe/*' (repeatable; default all)");
-  add_run_options(*bench, options);
+  auto* bench_seed = add_run_options(*bench, options);
 
   auto* ceilings = app.add_subcommand("ceilings", "measure (or show the cached) copy bandwidth and matrix rate");
   ceilings->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
@@ -107,6 +110,8 @@ int run_cli(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  options.seed_given = eval_seed->count() > 0 || bench_seed->count() > 0;
+  options.include_hidden = bench->parsed();  // the experts run on every workload
   try {
     const auto context = make_context(options);
     if (tasks->parsed()) {

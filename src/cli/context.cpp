@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <random>
 
 #include "core/error.hpp"
 #include "core/task_loader.hpp"
@@ -66,6 +67,13 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   }
   eval.workloads = options.workloads;
   eval.seed = options.seed;
+  eval.include_hidden = options.include_hidden || options.final;
+  if (options.final && !options.seed_given) {
+    // A fresh draw for every final evaluation: nothing a solution saw before can be replayed.
+    std::random_device random;
+    eval.seed = (static_cast<uint64_t>(random()) << 32) | random();
+    std::cerr << fmt::format("d2k: final evaluation with seed {}\n", eval.seed);
+  }
   eval.baseline = !options.no_baseline;
   eval.timing.max_seconds = options.max_seconds;
   eval.timing.min_samples = options.min_samples;

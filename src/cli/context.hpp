@@ -14,6 +14,9 @@ struct CommonOptions {
   std::string root;            // --root, else $D2K_ROOT, else the source tree d2k was built from
   std::string device = "auto"; // --device auto|cuda|cpu
   uint64_t seed = 1;
+  bool seed_given = false;     // --seed on the command line
+  bool final = false;          // published and hidden workloads, a fresh seed unless --seed
+  bool include_hidden = false; // the hidden workloads too (bench, final)
   std::vector<std::string> workloads;
   std::string json;            // --json FILE ("-" for stdout)
   bool no_baseline = false;

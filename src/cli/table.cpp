@@ -83,7 +83,10 @@ void print_task_list(std::ostream& out, const std::vector<Task>& tasks) {
   std::size_t width = 4;
   for (const auto& t : tasks) width = std::max(width, t.name.size());
   out << fmt::format("{:<{}}  {:>9}  {}\n", "task", width, "workloads", "summary");
-  for (const auto& t : tasks) out << fmt::format("{:<{}}  {:>9}  {}\n", t.name, width, t.workloads.size(), t.summary);
+  for (const auto& t : tasks) {
+    const auto published = std::count_if(t.workloads.begin(), t.workloads.end(), [](const Workload& w) { return !w.hidden; });
+    out << fmt::format("{:<{}}  {:>9}  {}\n", t.name, width, published, t.summary);
+  }
 }
 
 void print_task(std::ostream& out, const Task& task, const std::set<int>& levels) {
@@ -103,11 +106,17 @@ void print_task(std::ostream& out, const Task& task, const std::set<int>& levels
     out << '\n';
   }
   out << fmt::format("FLOPs: {}\nMinimum bytes: {}\n\nWorkloads:\n", task.flops, task.min_bytes);
+  int hidden = 0;
   for (const auto& w : task.workloads) {
+    if (w.hidden) {
+      ++hidden;
+      continue;
+    }
     std::string axes;
     for (const auto& [k, v] : w.axes) axes += fmt::format("{}{}={}", axes.empty() ? "" : " ", k, v);
     out << fmt::format("  {:<36} {:<18} {}\n", w.name, w.model, axes);
   }
+  if (hidden) out << fmt::format("  (and {} hidden workload{}, run only by final evaluations)\n", hidden, hidden == 1 ? "" : "s");
   if (!levels.empty()) out << '\n' << render_guidance(task.guidance, levels);
 }
 

@@ -59,6 +59,9 @@ struct ScalarSpec {
 struct Workload {
   std::string name;         // named after the real model, e.g. "llama3-8b-T2048"
   std::string model;        // the model it comes from, free text
+  // Never shown to an agent; run only by final evaluations (`d2k eval --final`) and `d2k bench`, so
+  // that a solution cannot special-case the shapes it was shown.
+  bool hidden = false;
   std::map<std::string, int64_t> axes;
   std::map<std::string, double> scalars;          // overrides of ScalarSpec::value
   std::map<std::string, std::string> layouts;     // tensor name -> layout name

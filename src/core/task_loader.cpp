@@ -480,13 +480,14 @@ class TaskReader {
 
   void read_workloads(const toml::node& node) {
     for (auto [table, path] : tables_of(source_, node, "workloads")) {
-      Fields fields(source_, *table, path, {"name", "model", "axes", "scalars", "layouts", "inits"});
+      Fields fields(source_, *table, path, {"name", "model", "hidden", "axes", "scalars", "layouts", "inits"});
       Workload workload;
       const toml::node& name = fields.need("name");
       workload.name = as_string(source_, name, fields.path("name"));
       if (!is_workload_name(workload.name)) source_.bad(name, fields.path("name"), "may hold only letters, digits, '-', '_' and '.'");
       if (task_.find_workload(workload.name)) source_.bad(name, fields.path("name"), "another workload has this name");
       workload.model = as_string(source_, fields.need("model"), fields.path("model"));
+      if (const toml::node* hidden = fields.find("hidden")) workload.hidden = as_bool(source_, *hidden, fields.path("hidden"));
       read_workload_axes(fields, workload);
       if (const toml::node* scalars = fields.find("scalars")) read_workload_scalars(*scalars, fields.path("scalars"), workload);
       if (const toml::node* layouts = fields.find("layouts")) read_workload_layouts(*layouts, fields.path("layouts"), workload);

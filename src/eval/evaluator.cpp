@@ -83,15 +83,20 @@ WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::str
 
 }  // namespace
 
-std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names) {
+std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
+                                              bool include_hidden) {
   std::vector<const Workload*> selected;
-  for (const auto& workload : task.workloads)
+  for (const auto& workload : task.workloads) {
+    if (workload.hidden && !include_hidden) continue;
     if (names.empty() || std::find(names.begin(), names.end(), workload.name) != names.end())
       selected.push_back(&workload);
+  }
   for (const auto& name : names) {
-    if (task.find_workload(name)) continue;
+    const auto* workload = task.find_workload(name);
+    if (workload && (include_hidden || !workload->hidden)) continue;
     std::string known;
-    for (const auto& w : task.workloads) known += (known.empty() ? "" : ", ") + w.name;
+    for (const auto& w : task.workloads)
+      if (include_hidden || !w.hidden) known += (known.empty() ? "" : ", ") + w.name;
     fail("task {} has no workload '{}' (it has: {})", task.name, name, known);
   }
   return selected;
@@ -104,7 +109,7 @@ void Evaluator::say(const std::string& line) const {
 }
 
 std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solution) {
-  const auto workloads = select_workloads(task, options_.workloads);
+  const auto workloads = select_workloads(task, options_.workloads, options_.include_hidden);
   if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
   require_torch_device(options_.device);
 

@@ -21,7 +21,8 @@ namespace d2k {
 
 struct EvalOptions {
   Device device = Device::cpu;
-  std::vector<std::string> workloads;  // names to run; empty: all
+  std::vector<std::string> workloads;  // names to run; empty: all published ones
+  bool include_hidden = false;         // final evaluation: the hidden workloads too
   uint64_t seed = 1;
   bool time = true;       // time the solution (and the baseline)
   bool baseline = true;   // time the eager baseline too
@@ -55,8 +56,9 @@ class Evaluator {
   std::map<std::string, TimingSummary> baselines_;  // "<task>/<workload>": timed once per process
 };
 
-// The workloads of `task` that `names` selects (all when empty); an unknown name is an error that
-// lists the task's workloads.
-std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names);
+// The workloads of `task` that `names` selects (all when empty), hidden ones only when
+// `include_hidden`; an unknown name is an error that lists the workloads the caller may see.
+std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
+                                              bool include_hidden);
 
 }  // namespace d2k
