@@ -102,6 +102,7 @@ void to_json(json& j, const TimingConfig& value) {
            {"min_samples", value.min_samples},
            {"max_samples", value.max_samples},
            {"max_seconds", value.max_seconds},
+           {"target_ci", value.target_ci},
            {"flush_l2", value.flush_l2}};
 }
 void from_json(const json& j, TimingConfig& value) {
@@ -110,6 +111,7 @@ void from_json(const json& j, TimingConfig& value) {
   read_optional(j, "min_samples", value.min_samples);
   read_optional(j, "max_samples", value.max_samples);
   read_optional(j, "max_seconds", value.max_seconds);
+  read_optional(j, "target_ci", value.target_ci);
   read_optional(j, "flush_l2", value.flush_l2);
 }
 
@@ -230,7 +232,8 @@ void from_json(const nlohmann::json& j, Comparison& c) {
 
 void to_json(nlohmann::json& j, const TimingSummary& t) {
   j = {{"median_ms", t.median_ms}, {"p10_ms", t.p10_ms}, {"p90_ms", t.p90_ms},
-       {"min_ms", t.min_ms}, {"mean_ms", t.mean_ms}, {"samples", t.samples}};
+       {"min_ms", t.min_ms}, {"mean_ms", t.mean_ms}, {"ci_low_ms", t.ci_low_ms},
+       {"ci_high_ms", t.ci_high_ms}, {"samples", t.samples}};
 }
 void from_json(const nlohmann::json& j, TimingSummary& t) {
   t.median_ms = j.at("median_ms");
@@ -238,6 +241,8 @@ void from_json(const nlohmann::json& j, TimingSummary& t) {
   t.p90_ms = j.at("p90_ms");
   t.min_ms = j.at("min_ms");
   t.mean_ms = j.at("mean_ms");
+  t.ci_low_ms = j.value("ci_low_ms", 0.0);
+  t.ci_high_ms = j.value("ci_high_ms", 0.0);
   t.samples = j.at("samples");
 }
 

@@ -50,6 +50,8 @@ struct TimingSummary {
   double p90_ms = 0.0;
   double min_ms = 0.0;
   double mean_ms = 0.0;
+  double ci_low_ms = 0.0;   // 95% confidence interval of the median (order statistics)
+  double ci_high_ms = 0.0;
   int samples = 0;
 };
 

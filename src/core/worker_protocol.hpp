@@ -33,6 +33,9 @@ struct TimingConfig {
   int min_samples = 10;
   int max_samples = 200;
   double max_seconds = 1.0;   // stop sampling after this much time once min_samples are in
+  // Stop early once min_samples are in and the 95% confidence interval of the median is within this
+  // fraction of the median (0 turns the rule off): stable calls need few samples, noisy ones get more.
+  double target_ci = 0.01;
   bool flush_l2 = true;       // cold-L2 samples: the L2 is overwritten before each one
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 namespace d2k {
 
@@ -15,6 +16,17 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[below] + fraction * (sorted[above] - sorted[below]);
 }
 
+std::pair<double, double> median_ci95(const std::vector<double>& sorted) {
+  if (sorted.empty()) return {0.0, 0.0};
+  const double n = static_cast<double>(sorted.size());
+  const double half = 0.98 * std::sqrt(n);
+  const auto low = static_cast<std::ptrdiff_t>(std::floor(n / 2.0 - half));
+  const auto high = static_cast<std::ptrdiff_t>(std::ceil(n / 2.0 + half));
+  const auto last = static_cast<std::ptrdiff_t>(sorted.size()) - 1;
+  return {sorted[static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(low, 0, last))],
+          sorted[static_cast<std::size_t>(std::clamp<std::ptrdiff_t>(high, 0, last))]};
+}
+
 TimingSummary summarize(std::vector<double> samples_ms) {
   TimingSummary summary;
   if (samples_ms.empty()) return summary;
@@ -25,6 +37,7 @@ TimingSummary summarize(std::vector<double> samples_ms) {
   summary.min_ms = samples_ms.front();
   summary.mean_ms =
       std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0) / static_cast<double>(samples_ms.size());
+  std::tie(summary.ci_low_ms, summary.ci_high_ms) = median_ci95(samples_ms);
   summary.samples = static_cast<int>(samples_ms.size());
   return summary;
 }

@@ -21,17 +21,28 @@ using Clock = std::chrono::steady_clock;
 // Writes far more than any CPU's last-level cache holds.
 constexpr std::size_t kCpuFlushBytes = std::size_t{64} << 20;
 
-// The shared sampling rule: stop at max_samples, or once time is up and min_samples are in.
+bool precise_enough(const std::vector<double>& sorted, double target) {
+  const double median = quantile(sorted, 0.5);
+  const auto [low, high] = median_ci95(sorted);
+  return median > 0 && (high - low) / 2.0 <= target * median;
+}
+
+// The shared sampling rule: stop at max_samples; or, once min_samples are in, when the time is up or
+// the median is known well enough (its 95% interval within target_ci of it).
 template <typename Sample>
 std::vector<double> sample_until_done(const TimingConfig& config, Sample&& sample) {
-  std::vector<double> samples;
+  std::vector<double> samples, sorted;
   int max_samples = std::max(1, config.max_samples);
   int min_samples = std::clamp(config.min_samples, 1, max_samples);
   Clock::time_point start = Clock::now();
   while (static_cast<int>(samples.size()) < max_samples) {
-    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (elapsed >= config.max_seconds && static_cast<int>(samples.size()) >= min_samples) break;
+    if (static_cast<int>(samples.size()) >= min_samples) {
+      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (elapsed >= config.max_seconds) break;
+      if (config.target_ci > 0 && precise_enough(sorted, config.target_ci)) break;
+    }
     samples.push_back(sample());
+    sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), samples.back()), samples.back());
   }
   return samples;
 }

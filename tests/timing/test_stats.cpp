@@ -47,3 +47,18 @@ TEST(Stats, MedianOfRandomOddSamplesIsTheMiddleElement) {
     EXPECT_LE(summary.p90_ms, sorted.back());
   }
 }
+
+TEST(Stats, MedianIntervalBracketsTheMedianAndNarrowsWithMoreSamples) {
+  std::vector<double> hundred, ten_thousand;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
+  for (int i = 1; i <= 10000; ++i) ten_thousand.push_back(i / 100.0);
+  const auto [low, high] = d2k::median_ci95(hundred);
+  EXPECT_LT(low, 50.5);
+  EXPECT_GT(high, 50.5);
+  EXPECT_NEAR(high - low, 2 * 0.98 * 10, 2.0);  // about 2 x 0.98 sqrt(n) ranks wide
+  const auto [low2, high2] = d2k::median_ci95(ten_thousand);
+  EXPECT_LT((high2 - low2) / 50.0, (high - low) / 50.5);
+  const auto summary = d2k::summarize(hundred);
+  EXPECT_DOUBLE_EQ(summary.ci_low_ms, low);
+  EXPECT_DOUBLE_EQ(summary.ci_high_ms, high);
+}

@@ -27,6 +27,7 @@ TEST(Timer, CpuStopsAtMaxSamplesAndTimesTheCall) {
   config.min_samples = 2;
   config.max_samples = 6;
   config.max_seconds = 60.0;
+  config.target_ci = 0.0;  // the precision rule off: only the cap stops it
   config.flush_l2 = true;
   auto sleepy = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
   std::vector<double> samples = measure(Device::cpu, sleepy, nullptr, config);
@@ -35,6 +36,32 @@ TEST(Timer, CpuStopsAtMaxSamplesAndTimesTheCall) {
     EXPECT_GE(ms, 2.0);
     EXPECT_LT(ms, 200.0);  // the cache flush is outside the sample
   }
+}
+
+TEST(Timer, AStableCallStopsOnceTheMedianIsPreciseEnough) {
+  TimingConfig config;
+  config.warmup = 0;
+  config.min_samples = 10;
+  config.max_samples = 200;
+  config.max_seconds = 60.0;
+  config.target_ci = 0.5;  // generous: sleep jitter is far below half the 1 ms sleep
+  config.flush_l2 = false;
+  auto steady = [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  EXPECT_EQ(measure(Device::cpu, steady, nullptr, config).size(), 10u);
+}
+
+TEST(Timer, ANoisyCallSamplesOnToTheCap) {
+  TimingConfig config;
+  config.warmup = 0;
+  config.min_samples = 10;
+  config.max_samples = 40;
+  config.max_seconds = 60.0;
+  config.target_ci = 0.01;
+  config.flush_l2 = false;
+  int call = 0;
+  // Alternately fast and slow: the median's interval spans both modes and never narrows to 1%.
+  auto noisy = [&] { std::this_thread::sleep_for(std::chrono::microseconds(++call % 2 ? 200 : 3000)); };
+  EXPECT_EQ(measure(Device::cpu, noisy, nullptr, config).size(), 40u);
 }
 
 TEST(Timer, ExceptionsFromTheCallPropagate) {
