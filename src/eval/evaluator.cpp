@@ -258,21 +258,21 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   std::optional<TimingSummary> baseline;
   if (options_.baseline) {
     step("timing the eager baseline");
-    baseline = baseline_time(task, workload);
+    baseline = baseline_time(task, workload, *code, inputs, scalars);
   }
   trace.performance = performance_of(summarize(result.samples_ms), baseline, flops_of(task, workload),
                                      min_bytes_of(task, workload), options_.ceiling);
   return trace;
 }
 
-std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Workload& workload) {
+std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Workload& workload,
+                                                     const TaskCode& code, const TensorMap& inputs,
+                                                     const Scalars& scalars) {
   const auto key = task.name + "/" + workload.name;
   if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  const auto code = make_task_code(task.name);
-  const auto scalars = scalars_for(task, workload);
-  auto placed = place_inputs(make_inputs(task, *code, workload, options_.seed), options_.device, Precision::native);
+  auto placed = place_inputs(inputs, options_.device, Precision::native);
   // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(options_.device, [&] { call_reference(task, *code, placed, scalars); }, nullptr,
+  const auto samples = measure(options_.device, [&] { call_reference(task, code, placed, scalars); }, nullptr,
                                options_.timing);
   auto summary = summarize(samples);
   baselines_[key] = summary;

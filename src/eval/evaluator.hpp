@@ -15,6 +15,7 @@
 #include "core/task.hpp"
 #include "core/trace.hpp"
 #include "core/worker_protocol.hpp"
+#include "reference/task_code.hpp"
 #include "runner/builder.hpp"
 
 namespace d2k {
@@ -49,7 +50,9 @@ class Evaluator {
  private:
   Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
                           const BuildResult& build, int index, int count);
-  std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload);
+  // The eager reference timed on the workload's inputs (already drawn), once per process.
+  std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload, const TaskCode& code,
+                                             const TensorMap& inputs, const Scalars& scalars);
   void say(const std::string& line) const;
 
   EvalOptions options_;
