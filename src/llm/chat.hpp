@@ -1,0 +1,84 @@
+// The one interface between the agent runner (src/agent) and language models (src/llm): a provider-
+// neutral conversation, a request, a response with its usage, and the failures a caller must tell apart.
+// The OpenAI-compatible and Anthropic clients translate to and from their wire formats; nothing above
+// this header knows which provider it talks to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace d2k::llm {
+
+struct ToolCall {
+  std::string id;         // the provider's id; a tool result names it back
+  std::string name;
+  std::string arguments;  // JSON text exactly as the model sent it: it may be invalid
+};
+
+enum class Role { user, assistant, tool };
+
+struct Message {
+  Role role = Role::user;
+  std::string text;                 // user text, assistant text, or a tool result's content
+  std::vector<ToolCall> tool_calls; // assistant only
+  std::string tool_call_id;         // tool only: the call this result answers
+  bool is_error = false;            // tool only: the tool failed (unknown tool, bad arguments, ...)
+};
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters;  // JSON schema of the arguments object
+};
+
+struct ChatRequest {
+  std::string system;
+  std::vector<Message> messages;
+  std::vector<ToolSpec> tools;
+};
+
+struct Usage {
+  int64_t input_tokens = 0;         // all prompt tokens, cached ones included
+  int64_t cached_input_tokens = 0;  // the part of input_tokens read from the provider's cache
+  int64_t output_tokens = 0;
+  nlohmann::json raw;               // the provider's usage object, as it came
+};
+
+struct ChatResponse {
+  Message message;             // role assistant
+  std::string stop_reason;     // normalized: end_turn | tool_use | max_tokens | other:<provider's>
+  Usage usage;
+  nlohmann::json raw;          // the provider's response body, as it came
+  int attempts = 1;            // HTTP attempts it took (retries included)
+  double seconds = 0;          // wall time, retries and waits included
+};
+
+// Why a request failed for good (after the retries the kind allows). The agent loop maps each kind to
+// a run's exit status: context_length -> context overflow, the others -> api error.
+class ChatError : public std::runtime_error {
+ public:
+  enum class Kind { auth, spend_limit, context_length, rate_limited, server, bad_request, bad_response, network };
+  ChatError(Kind kind, int http_status, const std::string& message)
+      : std::runtime_error(message), kind_(kind), http_status_(http_status) {}
+  Kind kind() const { return kind_; }
+  int http_status() const { return http_status_; }  // 0 when no HTTP response came
+
+ private:
+  Kind kind_;
+  int http_status_;
+};
+
+class ChatClient {
+ public:
+  virtual ~ChatClient() = default;
+  // One model response. Retries (429, 5xx, 529, network) happen inside, with backoff; throws ChatError.
+  virtual ChatResponse complete(const ChatRequest& request) = 0;
+};
+
+}  // namespace d2k::llm

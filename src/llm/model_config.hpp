@@ -1,0 +1,51 @@
+// Models come from a config file (TOML), one [models.<name>] table each. See docs/agent.md.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "llm/chat.hpp"
+
+namespace d2k::llm {
+
+enum class Provider { openai, anthropic };  // openai: any OpenAI-compatible chat-completions endpoint
+
+struct Prices {  // US dollars per million tokens
+  double input = 0;
+  double cached_input = 0;
+  double output = 0;
+};
+
+struct RetryPolicy {
+  int max_attempts = 6;         // HTTP attempts per request, the first included
+  double base_delay_s = 1.0;    // backoff: base * 2^attempt, full jitter, capped at max_delay_s
+  double max_delay_s = 60.0;
+};
+
+struct ModelConfig {
+  std::string name;          // the table's key: what --model names
+  Provider provider = Provider::openai;
+  std::string base_url;      // e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1
+  std::string model;         // the provider's model id
+  std::string api_key_env;   // name of the environment variable holding the key ("" for none)
+  int max_tokens = 8192;     // output tokens per response
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  Prices prices;
+  double requests_per_minute = 0;  // per-provider rate limit shared by this process's clients; 0: none
+  double timeout_s = 600;          // per HTTP attempt
+  RetryPolicy retry;
+};
+
+// Every model of a config file. A malformed file throws d2k::Error naming the file, the field
+// (models.<name>.<key>) and the value.
+std::map<std::string, ModelConfig> load_models(const std::filesystem::path& file);
+
+double cost_usd(const Usage& usage, const Prices& prices);
+
+std::unique_ptr<ChatClient> make_client(const ModelConfig& config);
+
+}  // namespace d2k::llm
