@@ -38,8 +38,8 @@ DType from_torch(at::ScalarType type) {
 
 at::Device to_torch(Device device) { return device == Device::cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
 
-at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry) {
-  auto out = at::empty_strided(geometry.shape, geometry.strides, logical.options());
+at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry, DType dtype) {
+  auto out = at::empty_strided(geometry.shape, geometry.strides, logical.options().dtype(to_torch(dtype)));
   out.copy_(logical);
   return out;
 }

@@ -16,8 +16,8 @@ DType from_torch(at::ScalarType type);
 at::Device to_torch(Device device);
 
 // A tensor laid out exactly as `geometry` says (its storage holds geometry.span() elements), with the
-// values of `logical` (same shape, any layout, any device).
-at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry);
+// values of `logical` (same shape, any layout, any device) converted to `dtype`, in one pass.
+at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry, DType dtype);
 
 // The geometry.span() elements of a tensor made by lay_out, as raw bytes, written to / read from a file.
 void write_span(const at::Tensor& laid_out, const std::filesystem::path& file);
