@@ -166,23 +166,25 @@ bool as_bool(const Source& source, const toml::node& node, const std::string& fi
   return *value;
 }
 
-const toml::table& as_table(const Source& source, const toml::node& node, const std::string& field) {
+// These two return pointers, never null: GCC 13's -Wdangling-reference takes a reference returned from a
+// call with a temporary argument (the field path) for a dangling one.
+const toml::table* table_at(const Source& source, const toml::node& node, const std::string& field) {
   if (!node.is_table()) source.bad(node, field, "must be a table");
-  return *node.as_table();
+  return node.as_table();
 }
 
-const toml::array& as_array(const Source& source, const toml::node& node, const std::string& field) {
+const toml::array* array_at(const Source& source, const toml::node& node, const std::string& field) {
   if (!node.is_array()) source.bad(node, field, "must be an array");
-  return *node.as_array();
+  return node.as_array();
 }
 
 // The elements of an array of tables ([[inputs]]), each with its path "inputs[i]".
 std::vector<std::pair<const toml::table*, std::string>> tables_of(const Source& source, const toml::node& node,
                                                                   const std::string& field) {
   std::vector<std::pair<const toml::table*, std::string>> tables;
-  const toml::array& array = as_array(source, node, field);
+  const toml::array& array = *array_at(source, node, field);
   for (std::size_t i = 0; i < array.size(); ++i) {
-    tables.emplace_back(&as_table(source, array[i], index_path(field, i)), index_path(field, i));
+    tables.emplace_back(table_at(source, array[i], index_path(field, i)), index_path(field, i));
   }
   return tables;
 }
@@ -218,7 +220,7 @@ std::string as_formula(const Source& source, const toml::node& node, const std::
 
 std::vector<std::string> as_formulas(const Source& source, const toml::node& node, const std::string& field,
                                      const std::vector<std::string>& axes) {
-  const toml::array& array = as_array(source, node, field);
+  const toml::array& array = *array_at(source, node, field);
   std::vector<std::string> formulas;
   for (std::size_t i = 0; i < array.size(); ++i) {
     formulas.push_back(as_formula(source, array[i], index_path(field, i), axes));
@@ -237,7 +239,7 @@ std::vector<std::string> init_keys(const std::string& dist) {
 // Reads an init table on top of `init` (the defaults for an input, the input's init for a workload's
 // override), so a workload can change one parameter and keep the rest.
 InputInit parse_init(const Source& source, const toml::node& node, const std::string& path, InputInit init) {
-  const toml::table& table = as_table(source, node, path);
+  const toml::table& table = *table_at(source, node, path);
   Fields fields(source, table, path, {"dist", "mean", "std", "low", "high", "df", "quantum"});
   if (const toml::node* dist = fields.find("dist")) {
     init.dist = as_string(source, *dist, fields.path("dist"));
@@ -280,7 +282,7 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
 }
 
 Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path) {
-  const toml::table& table = as_table(source, node, path);
+  const toml::table& table = *table_at(source, node, path);
   Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol"});
   Tolerance tolerance;
   if (const toml::node* metric = fields.find("metric")) {
@@ -356,7 +358,7 @@ class TaskReader {
   }
 
   void read_axes(const toml::node& node) {
-    const toml::array& array = as_array(source_, node, "axes");
+    const toml::array& array = *array_at(source_, node, "axes");
     for (std::size_t i = 0; i < array.size(); ++i) {
       std::string axis = as_name(source_, array[i], index_path("axes", i));
       if (std::find(task_.axes.begin(), task_.axes.end(), axis) != task_.axes.end()) {
@@ -389,7 +391,7 @@ class TaskReader {
       check_rank(*strides, fields.path("strides"), spec.strides);
     }
     if (const toml::node* layouts = fields.find("layouts")) {
-      for (auto&& [key, node] : as_table(source_, *layouts, fields.path("layouts"))) {
+      for (auto&& [key, node] : *table_at(source_, *layouts, fields.path("layouts"))) {
         std::string field = child(fields.path("layouts"), key.str());
         if (!is_identifier(key.str())) source_.error(&node, field, "a layout name must be an identifier");
         auto strides = as_formulas(source_, node, field, task_.axes);
@@ -469,10 +471,10 @@ class TaskReader {
   }
 
   void read_compare(const toml::node& node) {
-    for (auto&& [key, entry] : as_table(source_, node, "compare")) {
+    for (auto&& [key, entry] : *table_at(source_, node, "compare")) {
       std::string path = child("compare", key.str());
       if (!is_identifier(key.str())) source_.error(&entry, path, "a compared name must be an identifier");
-      Fields fields(source_, as_table(source_, entry, path), path, {"tolerance"});
+      Fields fields(source_, *table_at(source_, entry, path), path, {"tolerance"});
       task_.compare.emplace(std::string(key.str()),
                             parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance")));
     }
@@ -492,7 +494,7 @@ class TaskReader {
       if (const toml::node* scalars = fields.find("scalars")) read_workload_scalars(*scalars, fields.path("scalars"), workload);
       if (const toml::node* layouts = fields.find("layouts")) read_workload_layouts(*layouts, fields.path("layouts"), workload);
       if (const toml::node* inits = fields.find("inits")) {
-        for (auto&& [key, entry] : as_table(source_, *inits, fields.path("inits"))) {
+        for (auto&& [key, entry] : *table_at(source_, *inits, fields.path("inits"))) {
           std::string field = child(fields.path("inits"), key.str());
           const TensorSpec* input = task_.find_input(std::string(key.str()));
           if (input == nullptr) source_.error(&entry, field, fmt::format("there is no input '{}'", key.str()));
@@ -507,7 +509,7 @@ class TaskReader {
 
   void read_workload_axes(const Fields& fields, Workload& workload) {
     const toml::node& node = fields.need("axes");
-    for (auto&& [key, value] : as_table(source_, node, fields.path("axes"))) {
+    for (auto&& [key, value] : *table_at(source_, node, fields.path("axes"))) {
       std::string field = child(fields.path("axes"), key.str());
       std::string axis(key.str());
       if (std::find(task_.axes.begin(), task_.axes.end(), axis) == task_.axes.end()) {
@@ -523,7 +525,7 @@ class TaskReader {
   }
 
   void read_workload_scalars(const toml::node& node, const std::string& path, Workload& workload) {
-    for (auto&& [key, value] : as_table(source_, node, path)) {
+    for (auto&& [key, value] : *table_at(source_, node, path)) {
       std::string field = child(path, key.str());
       auto same = [&](const ScalarSpec& scalar) { return scalar.name == key.str(); };
       auto scalar = std::find_if(task_.scalars.begin(), task_.scalars.end(), same);
@@ -533,7 +535,7 @@ class TaskReader {
   }
 
   void read_workload_layouts(const toml::node& node, const std::string& path, Workload& workload) {
-    for (auto&& [key, value] : as_table(source_, node, path)) {
+    for (auto&& [key, value] : *table_at(source_, node, path)) {
       std::string field = child(path, key.str());
       std::string tensor(key.str());
       std::string layout = as_string(source_, value, field);
