@@ -5,6 +5,7 @@
 #include <fnmatch.h>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/repeat.hpp"
 #include "runner/builder.hpp"
 
 namespace d2k {
@@ -32,16 +34,16 @@ CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--min-samples", options.min_samples, "timed calls at least per workload")
       ->capture_default_str();
   command.add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
+  command.add_option("--repeat", options.repeat,
+                     "evaluate N times with seeds seed..seed+N-1 and report passes and the spread of medians")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
   return seed;
 }
 
-void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
-  nlohmann::json doc = {{"device", name_of(eval.device)},
-                        {"device_name", eval.device_name},
-                        {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
-                                      {"bf16_tflops", eval.ceiling.peak_tflops ? nlohmann::json(*eval.ceiling.peak_tflops) : nlohmann::json()}}},
-                        {"traces", traces}};
+// `doc` to FILE, or to stdout for "-".
+void write_document(const std::string& target, const nlohmann::json& doc) {
   if (target == "-") {
     std::cout << doc.dump(2) << '\n';
     return;
@@ -51,11 +53,42 @@ void write_json(const std::string& target, const EvalOptions& eval, const std::v
   if (!out) fail("--json: could not write {}", target);
 }
 
+void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
+  write_document(target, {{"device", name_of(eval.device)},
+                          {"device_name", eval.device_name},
+                          {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
+                                        {"bf16_tflops", eval.ceiling.peak_tflops ? nlohmann::json(*eval.ceiling.peak_tflops) : nlohmann::json()}}},
+                          {"traces", traces}});
+}
+
 int finish(const CommonOptions& options, const EvalOptions& eval, const std::vector<Trace>& traces) {
   if (options.json != "-") print_trace_table(std::cout, traces);
   if (!options.json.empty()) write_json(options.json, eval, traces);
   const bool all_passed = std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.status == Status::passed; });
   return all_passed && !traces.empty() ? 0 : 1;
+}
+
+// Runs `evaluate_once` options.repeat times with consecutive seeds; one run prints the trace table, more
+// print the repeat table (and the JSON holds every run's traces).
+int evaluate_runs(const CommonOptions& options, const EvalOptions& eval, Evaluator& evaluator,
+                  const std::function<std::vector<Trace>()>& evaluate_once) {
+  if (options.repeat == 1) return finish(options, eval, evaluate_once());
+  std::vector<std::vector<Trace>> runs;
+  for (int run = 0; run < options.repeat; ++run) {
+    const uint64_t seed = eval.seed + static_cast<uint64_t>(run);
+    std::cerr << fmt::format("d2k: run {} of {} (seed {})\n", run + 1, options.repeat, seed);
+    evaluator.set_seed(seed);
+    runs.push_back(evaluate_once());
+  }
+  const auto rows = summarize_repeats(runs);
+  if (options.json != "-") print_repeat_table(std::cout, rows);
+  if (!options.json.empty()) {
+    nlohmann::json doc = {{"device", name_of(eval.device)}, {"device_name", eval.device_name}, {"repeat", rows}};
+    for (const auto& traces : runs) doc["runs"].push_back({{"traces", traces}});
+    write_document(options.json, doc);
+  }
+  const bool all_passed = std::all_of(rows.begin(), rows.end(), [](const RepeatRow& r) { return r.passed == r.runs; });
+  return all_passed && !rows.empty() ? 0 : 1;
 }
 
 std::set<int> parse_levels(const std::string& text) {
@@ -134,27 +167,31 @@ int run_cli(int argc, char** argv) {
       const auto solution = load_solution(solution_path);
       auto eval_options = make_eval_options(context, options);
       Evaluator evaluator(eval_options);
-      return finish(options, eval_options, evaluator.evaluate(task, solution));
+      return evaluate_runs(options, eval_options, evaluator, [&] { return evaluator.evaluate(task, solution); });
     }
     if (bench->parsed()) {
       const auto all = load_all_tasks(context);
       auto eval_options = make_eval_options(context, options);
       Evaluator evaluator(eval_options);
-      std::vector<Trace> traces;
-      int matched = 0;
+      std::vector<std::pair<const Task*, Solution>> selected;
       for (const auto& task : all) {
-        const bool selected = task_globs.empty() || std::any_of(task_globs.begin(), task_globs.end(), [&](const std::string& g) {
-                                return fnmatch(g.c_str(), task.name.c_str(), 0) == 0;
-                              });
-        if (!selected) continue;
-        ++matched;
+        const bool match = task_globs.empty() || std::any_of(task_globs.begin(), task_globs.end(), [&](const std::string& g) {
+                             return fnmatch(g.c_str(), task.name.c_str(), 0) == 0;
+                           });
+        if (!match) continue;
         const auto dir = task.dir / "solution" / std::string(name_of(eval_options.device));
         if (!std::filesystem::exists(dir)) fail("{}: no expert solution for the {} device at {}", task.name, name_of(eval_options.device), dir.string());
-        auto task_traces = evaluator.evaluate(task, load_solution(dir));
-        traces.insert(traces.end(), task_traces.begin(), task_traces.end());
+        selected.emplace_back(&task, load_solution(dir));
       }
-      if (matched == 0) fail("--task: no task matches");
-      return finish(options, eval_options, traces);
+      if (selected.empty()) fail("--task: no task matches");
+      return evaluate_runs(options, eval_options, evaluator, [&] {
+        std::vector<Trace> traces;
+        for (const auto& [task, solution] : selected) {
+          auto task_traces = evaluator.evaluate(*task, solution);
+          traces.insert(traces.end(), task_traces.begin(), task_traces.end());
+        }
+        return traces;
+      });
     }
   } catch (const std::exception& e) {
     std::cerr << "d2k: error: " << e.what() << '\n';

@@ -24,6 +24,7 @@ struct CommonOptions {
   double max_seconds = 1.0;    // timing budget per workload
   int min_samples = 10;        // timed calls at least, even past max_seconds
   int warmup = 3;              // untimed calls first
+  int repeat = 1;              // evaluate this many times, seeds seed, seed + 1, ...
   bool refresh_ceilings = false;
 };
 

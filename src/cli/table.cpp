@@ -24,24 +24,8 @@ struct Column {
   std::size_t width = 0;
 };
 
-}  // namespace
-
-void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
-  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
-                                 {"solution us"}, {"speedup"}, {"achieved"}, {"% SOL"}};
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& t : traces) {
-    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-"};
-    if (t.performance) {
-      const auto& p = *t.performance;
-      if (p.baseline) row[3] = micros(p.baseline->median_ms);
-      row[4] = micros(p.solution.median_ms);
-      if (p.speedup) row[5] = fmt::format("{:.2f}x", *p.speedup);
-      row[6] = achieved(p);
-      if (p.sol_fraction) row[7] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
-    }
-    rows.push_back(std::move(row));
-  }
+// Titles and rows, each column as wide as its widest cell.
+void print_columns(std::ostream& out, std::vector<Column> columns, const std::vector<std::vector<std::string>>& rows) {
   for (std::size_t c = 0; c < columns.size(); ++c) {
     columns[c].width = columns[c].title.size();
     for (const auto& row : rows) columns[c].width = std::max(columns[c].width, row[c].size());
@@ -59,6 +43,45 @@ void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
   for (const auto& col : columns) titles.push_back(col.title);
   print_row(titles);
   for (const auto& row : rows) print_row(row);
+}
+
+}  // namespace
+
+void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows) {
+  std::vector<std::vector<std::string>> cells;
+  int clean = 0;
+  for (const auto& r : rows) {
+    clean += r.passed == r.runs;
+    const bool timed = !r.medians_ms.empty();
+    cells.push_back({r.task, r.workload, fmt::format("{}/{}", r.passed, r.runs), timed ? micros(r.median_ms) : "-",
+                     timed ? micros(r.min_ms) : "-", timed ? micros(r.max_ms) : "-",
+                     r.medians_ms.size() > 1 ? fmt::format("{:.2f}%", r.spread * 100.0) : "-"});
+  }
+  print_columns(out, {{"task", true}, {"workload", true}, {"passed"}, {"median us"}, {"min us"}, {"max us"}, {"spread"}},
+                cells);
+  for (const auto& r : rows)
+    for (const auto& failure : r.failures) out << fmt::format("\n{} {}: {}\n", r.task, r.workload, failure);
+  out << fmt::format("\n{} of {} workloads passed every run (spread: (max - min) / median of the runs' medians)\n",
+                     clean, rows.size());
+}
+
+void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
+  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
+                                 {"solution us"}, {"speedup"}, {"achieved"}, {"% SOL"}};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : traces) {
+    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-"};
+    if (t.performance) {
+      const auto& p = *t.performance;
+      if (p.baseline) row[3] = micros(p.baseline->median_ms);
+      row[4] = micros(p.solution.median_ms);
+      if (p.speedup) row[5] = fmt::format("{:.2f}x", *p.speedup);
+      row[6] = achieved(p);
+      if (p.sol_fraction) row[7] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
+    }
+    rows.push_back(std::move(row));
+  }
+  print_columns(out, columns, rows);
 
   int passed = 0;
   std::vector<double> speedups;

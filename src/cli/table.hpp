@@ -4,6 +4,7 @@
 #include <ostream>
 #include <vector>
 
+#include "core/repeat.hpp"
 #include "core/task.hpp"
 #include "core/trace.hpp"
 
@@ -12,6 +13,10 @@ namespace d2k {
 // One row per trace: status, eager and solution time, speedup, achieved rate, % of speed of light;
 // then the message of every trace that did not pass, and a one-line summary.
 void print_trace_table(std::ostream& out, const std::vector<Trace>& traces);
+
+// `--repeat N`: per workload, runs passed, the median of the runs' medians, their spread; then every
+// run that did not pass.
+void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows);
 
 // `d2k tasks`: one line per task. `d2k tasks <name>`: the whole task with its guidance.
 void print_task_list(std::ostream& out, const std::vector<Task>& tasks);

@@ -283,4 +283,10 @@ void from_json(const nlohmann::json& j, Trace& t) {
   t.log = j.at("log");
 }
 
+void to_json(nlohmann::json& j, const RepeatRow& r) {
+  j = {{"task", r.task}, {"workload", r.workload}, {"runs", r.runs}, {"passed", r.passed},
+       {"failures", r.failures}, {"medians_ms", r.medians_ms}, {"median_ms", r.median_ms},
+       {"min_ms", r.min_ms}, {"max_ms", r.max_ms}, {"spread", r.spread}};
+}
+
 }  // namespace d2k

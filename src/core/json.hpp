@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/repeat.hpp"
 #include "core/trace.hpp"
 #include "core/worker_protocol.hpp"
 
@@ -46,5 +47,6 @@ void to_json(nlohmann::json& j, const Performance& value);
 void from_json(const nlohmann::json& j, Performance& value);
 void to_json(nlohmann::json& j, const Trace& value);
 void from_json(const nlohmann::json& j, Trace& value);
+void to_json(nlohmann::json& j, const RepeatRow& value);
 
 }  // namespace d2k

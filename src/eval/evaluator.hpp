@@ -47,6 +47,9 @@ class Evaluator {
   // problems (an unknown workload name, a task without a reference); solution failures are traces.
   std::vector<Trace> evaluate(const Task& task, const Solution& solution);
 
+  // The seed of the next evaluations' input draws (repeated runs draw fresh inputs each time).
+  void set_seed(uint64_t seed) { options_.seed = seed; }
+
  private:
   Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
                           const BuildResult& build, int index, int count);
