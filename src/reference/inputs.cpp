@@ -1,6 +1,10 @@
 #include "reference/inputs.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
 
 #include "core/error.hpp"
 #include "reference/tensors.hpp"
@@ -31,6 +35,35 @@ at::Tensor draw(const InputInit& init, at::IntArrayRef shape, at::Generator& gen
   fail("unknown distribution '{}'", init.dist);
 }
 
+// A well-mixed 64-bit seed from (seed, input, chunk): splitmix64 over the three.
+uint64_t mix(uint64_t seed, uint64_t input, uint64_t chunk) {
+  uint64_t x = seed;
+  for (uint64_t part : {input, chunk}) {
+    x += 0x9e3779b97f4a7c15ULL + part;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+  }
+  return x;
+}
+
+// The values of input `index`, drawn in fixed chunks of the flattened tensor, each chunk from its own
+// generator: the chunks are drawn in parallel, and the values do not depend on the number of threads.
+at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t seed, uint64_t index, at::ScalarType type) {
+  constexpr int64_t kChunk = 1 << 20;
+  const int64_t n = c10::multiply_integers(shape);
+  auto values = at::empty({n}, at::TensorOptions().dtype(type));
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(seed, index, static_cast<uint64_t>(c)));
+      const int64_t start = c * kChunk, length = std::min(kChunk, n - start);
+      values.narrow(0, start, length).copy_(draw(init, {length}, gen, type));
+    }
+  });
+  return values.view(shape);
+}
+
 }  // namespace
 
 TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed) {
@@ -48,12 +81,11 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];
     const auto geometry = geometry_of(spec, workload);
-    // One generator per input, so adding an input does not change the others' values.
-    auto input_gen = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003ULL + i);
+    // Generators per input (and chunk), so adding an input does not change the others' values.
     // Integers are drawn as float64, exact up to 2^53; floating inputs of 32 bits or fewer as float32.
     const bool narrow = is_floating(spec.dtype) && spec.dtype != DType::f64;
     const auto wide = narrow ? at::kFloat : at::kDouble;
-    auto values = draw(init_of(spec, workload), geometry.shape, input_gen, wide);
+    auto values = draw_input(init_of(spec, workload), geometry.shape, seed, i, wide);
     inputs[spec.name] = lay_out(values, geometry, spec.dtype);
   }
   return inputs;

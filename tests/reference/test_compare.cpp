@@ -25,6 +25,30 @@ TEST(Compare, Bf16RoundingPassesAgainstFloat64) {
   EXPECT_EQ(c.mismatches, 0);
 }
 
+// Outputs of millions of elements are compared in parallel chunks of 2^20: the statistics must be
+// those of one pass over everything, with the worst element found in whichever chunk holds it.
+TEST(Compare, ChunkedPassesFindTheWorstElementAcrossChunks) {
+  const int64_t n = 3 * (1 << 20) + 12345;
+  const auto want = random_tensor(n, 7);
+  auto got = want.to(at::kBFloat16);
+  const int64_t bad = 2 * (1 << 20) + 99;  // in the third chunk
+  got[bad] = want[bad].item<double>() + 50.0;
+  const auto finite = compare("y", got, want, bf16_like());
+  EXPECT_FALSE(finite.passed);
+  EXPECT_EQ(finite.worst_index, bad);
+  EXPECT_DOUBLE_EQ(finite.worst_got, got[bad].item<double>());
+  got[n - 1] = std::numeric_limits<float>::quiet_NaN();  // in the last, partial chunk
+  const auto c = compare("y", got, want, bf16_like());
+  EXPECT_FALSE(c.passed);
+  EXPECT_EQ(c.elements, n);
+  EXPECT_EQ(c.non_finite, 1);
+  EXPECT_EQ(c.worst_index, n - 1);  // a NaN is an infinite error
+  EXPECT_GE(c.mismatches, 2);
+  const auto diff = (got.to(at::kDouble) - want).abs().nan_to_num(0.0);
+  EXPECT_DOUBLE_EQ(c.max_abs_error, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(diff.argmax().item<int64_t>(), bad);
+}
+
 TEST(Compare, Fp8PrecisionFailsABf16Tolerance) {
   const auto want = random_tensor(4096, 2);
   const auto got = want.to(at::kFloat8_e4m3fn);
