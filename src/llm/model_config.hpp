@@ -1,6 +1,7 @@
 // Models come from a config file (TOML), one [models.<name>] table each. See docs/agent.md.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "llm/chat.hpp"
+#include "llm/clock.hpp"
 
 namespace d2k::llm {
 
@@ -46,6 +48,16 @@ std::map<std::string, ModelConfig> load_models(const std::filesystem::path& file
 
 double cost_usd(const Usage& usage, const Prices& prices);
 
+// The key is read from the environment variable api_key_env here; a missing or empty one throws
+// ChatError(auth). Clients of one base_url share a rate limiter (requests_per_minute).
 std::unique_ptr<ChatClient> make_client(const ModelConfig& config);
+
+struct ClientOptions {
+  std::shared_ptr<Clock> clock;   // every wait (backoff, Retry-After, rate limit) goes through it; null: the system clock
+  std::optional<uint64_t> seed;   // of the backoff jitter; none: a random one
+};
+std::unique_ptr<ChatClient> make_client(const ModelConfig& config, const ClientOptions& options);
+
+const char* to_string(Provider provider);  // "openai" | "anthropic"
 
 }  // namespace d2k::llm
