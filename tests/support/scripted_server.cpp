@@ -173,6 +173,9 @@ int Server::start(int port) {
     ++played_;
     changed_.notify_all();
   });
+  // stop() waits for every kept-alive connection to idle out; a client that keeps its connection open
+  // (as curl does) would otherwise hold it up for httplib's default of 5 s.
+  http_->set_keep_alive_timeout(1);
   if (port == 0) {
     port_ = http_->bind_to_any_port("127.0.0.1");
   } else {
@@ -180,6 +183,12 @@ int Server::start(int port) {
   }
   if (port_ <= 0) throw std::runtime_error("scripted server: cannot bind 127.0.0.1:" + std::to_string(port));
   thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // httplib's stop() does nothing until the accept loop runs: wait for it, so a stop() right after
+  // start() is not lost.
+  for (int waited_ms = 0; !http_->is_running(); ++waited_ms) {
+    if (waited_ms == 10000) throw std::runtime_error("scripted server: the accept loop did not start");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return port_;
 }
 
