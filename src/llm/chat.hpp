@@ -46,6 +46,7 @@ struct ChatRequest {
 struct Usage {
   int64_t input_tokens = 0;         // all prompt tokens, cached ones included
   int64_t cached_input_tokens = 0;  // the part of input_tokens read from the provider's cache
+  int64_t cache_write_input_tokens = 0;  // the part of input_tokens written to the cache (Anthropic bills it apart)
   int64_t output_tokens = 0;
   nlohmann::json raw;               // the provider's usage object, as it came
 };

@@ -118,7 +118,7 @@ bool is_env_name(std::string_view name) {
 ModelConfig read_model(const Reader& reader, const std::string& name, const toml::table& table, const std::string& path) {
   reader.closed(table, path,
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p", "prices",
-                 "requests_per_minute", "timeout_s", "retry"});
+                 "requests_per_minute", "timeout_s", "retry", "prompt_cache"});
   auto field = [&](std::string_view key) { return path + "." + std::string(key); };
   auto need = [&](std::string_view key) -> const toml::node& {
     const toml::node* node = table.get(key);
@@ -179,7 +179,7 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
   const toml::node& prices = need("prices");
   const toml::table& price_table = reader.table(prices, field("prices"));
   std::string price_path = field("prices");
-  reader.closed(price_table, price_path, {"input", "cached_input", "output"});
+  reader.closed(price_table, price_path, {"input", "cached_input", "output", "cache_write"});
   auto price = [&](std::string_view key, bool required, double fallback) {
     const toml::node* node = price_table.get(key);
     if (node == nullptr) {
@@ -191,12 +191,18 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
   config.prices.input = price("input", true, 0);
   config.prices.output = price("output", true, 0);
   config.prices.cached_input = price("cached_input", false, config.prices.input);  // no cache discount unless given
+  config.prices.cache_write = price("cache_write", false, config.prices.input);
 
   if (const toml::node* node = table.get("requests_per_minute")) {
     config.requests_per_minute = ranged(*node, field("requests_per_minute"), 0.0, std::nullopt, false, "must be >= 0 (0: no limit)");
   }
   if (const toml::node* node = table.get("timeout_s")) {
     config.timeout_s = ranged(*node, field("timeout_s"), 0.0, std::nullopt, true, "must be > 0");
+  }
+  if (const toml::node* node = table.get("prompt_cache")) {
+    auto value = node->value_exact<bool>();
+    if (!value) reader.bad(*node, field("prompt_cache"), "must be true or false");
+    config.prompt_cache = *value;
   }
   if (const toml::node* node = table.get("retry")) {
     std::string retry_path = field("retry");
@@ -250,8 +256,9 @@ std::map<std::string, ModelConfig> load_models(const fs::path& file) {
 }
 
 double cost_usd(const Usage& usage, const Prices& prices) {
-  int64_t uncached = std::max<int64_t>(0, usage.input_tokens - usage.cached_input_tokens);
-  return (static_cast<double>(uncached) * prices.input + static_cast<double>(usage.cached_input_tokens) * prices.cached_input +
+  int64_t plain = std::max<int64_t>(0, usage.input_tokens - usage.cached_input_tokens - usage.cache_write_input_tokens);
+  return (static_cast<double>(plain) * prices.input + static_cast<double>(usage.cached_input_tokens) * prices.cached_input +
+          static_cast<double>(usage.cache_write_input_tokens) * prices.cache_write +
           static_cast<double>(usage.output_tokens) * prices.output) /
          1e6;
 }

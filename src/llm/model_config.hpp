@@ -19,6 +19,7 @@ struct Prices {  // US dollars per million tokens
   double input = 0;
   double cached_input = 0;
   double output = 0;
+  double cache_write = 0;  // tokens written to the prompt cache (Anthropic: 1.25 x input); the config's default: input
 };
 
 struct RetryPolicy {
@@ -40,6 +41,9 @@ struct ModelConfig {
   double requests_per_minute = 0;  // per-provider rate limit shared by this process's clients; 0: none
   double timeout_s = 600;          // per HTTP attempt
   RetryPolicy retry;
+  // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
+  // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.
+  bool prompt_cache = true;
 };
 
 // Every model of a config file. A malformed file throws d2k::Error naming the file, the field

@@ -57,8 +57,22 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
       content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
     }
   }
+  json cache = {{"type", "ephemeral"}};
+  // One breakpoint at the end of the conversation caches all of it (tools and system included) for the
+  // next turn, which appends to it.
+  if (config.prompt_cache && !messages.empty() && !messages.back()["content"].empty()) {
+    messages.back()["content"].back()["cache_control"] = cache;
+  }
   json body = {{"model", config.model}, {"max_tokens", config.max_tokens}, {"messages", std::move(messages)}};
-  if (!request.system.empty()) body["system"] = request.system;
+  if (!request.system.empty()) {
+    // A second breakpoint after the system prompt: the cache lookup from the last block reaches back only
+    // 20 blocks, which one turn of many tool calls can exceed; tools and system stay cached regardless.
+    if (config.prompt_cache) {
+      body["system"] = json::array({{{"type", "text"}, {"text", request.system}, {"cache_control", cache}}});
+    } else {
+      body["system"] = request.system;
+    }
+  }
   if (config.temperature) body["temperature"] = *config.temperature;
   if (config.top_p) body["top_p"] = *config.top_p;
   if (!request.tools.empty()) {
@@ -96,10 +110,12 @@ ChatResponse anthropic_response(const json& body) {
   response.stop_reason = stop_reason(body.value("stop_reason", json(nullptr)));
   if (auto usage = body.find("usage"); usage != body.end() && usage->is_object()) {
     response.usage.raw = *usage;
-    int64_t reads = count(*usage, "cache_read_input_tokens");
-    // Anthropic's input_tokens counts only the uncached part; Usage.input_tokens counts every prompt token.
-    response.usage.input_tokens = count(*usage, "input_tokens") + reads + count(*usage, "cache_creation_input_tokens");
+    int64_t reads = count(*usage, "cache_read_input_tokens"), writes = count(*usage, "cache_creation_input_tokens");
+    // Anthropic's input_tokens counts only the part neither read from nor written to the cache;
+    // Usage.input_tokens counts every prompt token.
+    response.usage.input_tokens = count(*usage, "input_tokens") + reads + writes;
     response.usage.cached_input_tokens = reads;
+    response.usage.cache_write_input_tokens = writes;
     response.usage.output_tokens = count(*usage, "output_tokens");
   }
   response.raw = body;

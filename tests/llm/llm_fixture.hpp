@@ -49,7 +49,7 @@ class LlmTest : public ::testing::Test {
     config.api_key_env = kKeyEnv;
     config.max_tokens = 100 + static_cast<int>(rng() % 5000);
     config.temperature = 0.25;
-    config.prices = {3.0, 0.3, 15.0};
+    config.prices = {3.0, 0.3, 15.0, 3.75};
     config.timeout_s = 10;
     config.retry = {4, 0.5, 3.0};
     return config;

@@ -54,7 +54,8 @@ TEST_F(Anthropic, SendsSystemToolsAndPairsEveryToolUseWithAToolResult) {
   json body = received[0].json();
   EXPECT_EQ(body["model"], model.model);
   EXPECT_EQ(body["max_tokens"], model.max_tokens);
-  EXPECT_EQ(body["system"], request.system);
+  json cache = {{"type", "ephemeral"}};
+  EXPECT_EQ(body["system"], json::array({{{"type", "text"}, {"text", request.system}, {"cache_control", cache}}}));
   EXPECT_EQ(body["temperature"], 0.25);
   EXPECT_EQ(body["tools"], json::array({{{"name", "read_file"}, {"description", request.tools[0].description}, {"input_schema", schema}}}));
   json expected = json::array({
@@ -70,9 +71,23 @@ TEST_F(Anthropic, SendsSystemToolsAndPairsEveryToolUseWithAToolResult) {
       {{"role", "assistant"},
        {"content", json::array({{{"type", "tool_use"}, {"id", "toolu_c"}, {"name", "compile"}, {"input", json::object()}}})}},
       {{"role", "user"},
-       {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", "toolu_c"}, {"content", "compiled"}}})}},
+       {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", "toolu_c"}, {"content", "compiled"},
+                                 {"cache_control", cache}}})}},
   });
   EXPECT_EQ(body["messages"], expected);
+}
+
+TEST_F(Anthropic, WithoutPromptCacheSendsNoBreakpoints) {
+  ModelConfig model = config(Provider::anthropic);
+  model.prompt_cache = false;
+  model.temperature.reset();
+  ChatRequest request = hello(random_text(rng));
+  request.system = random_text(rng);
+  server.push({200, {}, text_reply("ok").dump(), 0,
+               {{"json", {{"/system", request.system}, {"/messages/0/content/0/text", request.messages[0].text}}},
+                {"absent", {"/messages/0/content/0/cache_control", "/tools", "/temperature", "/top_p"}}}});
+  client(model)->complete(request);
+  EXPECT_EQ(server.received().size(), 1u);
 }
 
 TEST_F(Anthropic, ParsesTextAndToolUseWithInputAsAJsonString) {
@@ -110,7 +125,8 @@ TEST_F(Anthropic, CountsCachedTokensAmongTheInputAndPricesThem) {
   EXPECT_EQ(response.usage.cached_input_tokens, reads);
   EXPECT_EQ(response.usage.output_tokens, output);
   EXPECT_EQ(response.usage.raw, usage);
-  double expected = ((fresh + writes) * 3.0 + reads * 0.3 + output * 15.0) / 1e6;
+  EXPECT_EQ(response.usage.cache_write_input_tokens, writes);
+  double expected = (fresh * 3.0 + reads * 0.3 + writes * 3.75 + output * 15.0) / 1e6;
   EXPECT_NEAR(cost_usd(response.usage, model.prices), expected, 1e-12);
 }
 

@@ -68,6 +68,9 @@ TEST_F(ModelConfigTest, LoadsTheShippedExample) {
   const ModelConfig& local = models.at("local");
   EXPECT_EQ(local.api_key_env, "");
   EXPECT_EQ(local.prices.cached_input, 0);
+  EXPECT_EQ(claude.prices.cache_write, 3.75);
+  EXPECT_EQ(gpt.prices.cache_write, gpt.prices.input);  // the default
+  EXPECT_TRUE(gpt.prompt_cache);
   EXPECT_EQ(local.retry.max_attempts, 3);
   EXPECT_EQ(local.retry.max_delay_s, RetryPolicy{}.max_delay_s);
 }
@@ -89,7 +92,9 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
       m.max_tokens = 1 + static_cast<int>(rng() % 100000);
       m.temperature = std::round(unit(rng) * 2 * 1000) / 1000;
       m.top_p = std::round((0.001 + unit(rng) * 0.999) * 1000) / 1000;
-      m.prices = {std::round(unit(rng) * 3000) / 100, std::round(unit(rng) * 300) / 100, std::round(unit(rng) * 9000) / 100};
+      m.prices = {std::round(unit(rng) * 3000) / 100, std::round(unit(rng) * 300) / 100, std::round(unit(rng) * 9000) / 100,
+                  std::round(unit(rng) * 4000) / 100};
+      m.prompt_cache = rng() % 2 == 0;
       m.requests_per_minute = static_cast<double>(rng() % 1000);
       m.timeout_s = 1 + static_cast<double>(rng() % 1000);
       m.retry.max_attempts = 1 + static_cast<int>(rng() % 10);
@@ -97,10 +102,11 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
       m.retry.max_delay_s = m.retry.base_delay_s + static_cast<double>(rng() % 100);
       text += fmt::format(
           "[models.\"{}\"]\nprovider = \"{}\"\nbase_url = \"{}/\"\nmodel = \"{}\"\napi_key_env = \"{}\"\nmax_tokens = {}\n"
-          "temperature = {}\ntop_p = {}\nprices = {{ input = {}, cached_input = {}, output = {} }}\n"
+          "temperature = {}\ntop_p = {}\nprices = {{ input = {}, cached_input = {}, output = {}, cache_write = {} }}\n"
+          "prompt_cache = {}\n"
           "requests_per_minute = {}\ntimeout_s = {}\nretry = {{ max_attempts = {}, base_delay_s = {}, max_delay_s = {} }}\n\n",
           m.name, to_string(m.provider), m.base_url, m.model, m.api_key_env, m.max_tokens, *m.temperature, *m.top_p,
-          m.prices.input, m.prices.cached_input, m.prices.output, m.requests_per_minute, m.timeout_s,
+          m.prices.input, m.prices.cached_input, m.prices.output, m.prices.cache_write, m.prompt_cache, m.requests_per_minute, m.timeout_s,
           m.retry.max_attempts, m.retry.base_delay_s, m.retry.max_delay_s);
       written.push_back(m);
     }
@@ -120,6 +126,8 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
       EXPECT_EQ(got.prices.input, m.prices.input);
       EXPECT_EQ(got.prices.cached_input, m.prices.cached_input);
       EXPECT_EQ(got.prices.output, m.prices.output);
+      EXPECT_EQ(got.prices.cache_write, m.prices.cache_write);
+      EXPECT_EQ(got.prompt_cache, m.prompt_cache);
       EXPECT_EQ(got.requests_per_minute, m.requests_per_minute);
       EXPECT_EQ(got.timeout_s, m.timeout_s);
       EXPECT_EQ(got.retry.max_attempts, m.retry.max_attempts);
@@ -137,7 +145,7 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   };
   expect(base + "colour = \"red\"\n", "7: models.m.colour: unknown key (known keys: provider, base_url, model, "
                                       "api_key_env, max_tokens, temperature, top_p, prices, requests_per_minute, "
-                                      "timeout_s, retry)");
+                                      "timeout_s, retry, prompt_cache)");
   std::string with_provider = kValid;
   with_provider.replace(with_provider.find("\"openai\""), 8, "\"gemini\"");
   expect(with_provider, "3: models.m.provider = \"gemini\": unknown provider (known: openai, anthropic)");
@@ -151,11 +159,15 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
          "7: models.m.api_key_env = \"MY KEY\": must be an environment variable's name (letters, digits, _), or \"\" for no key");
   expect(base + "retry = { max_attempts = 0 }\n", "7: models.m.retry.max_attempts = 0: must be between 1 and 100");
   expect(base + "retry = { base_delay_s = 5, max_delay_s = 2 }\n", "7: models.m.retry.max_delay_s = 2: must be >= base_delay_s (5)");
+  expect(base + "prompt_cache = 1\n", "7: models.m.prompt_cache = 1: must be true or false");
   expect(base + "retry = { tries = 3 }\n",
          "7: models.m.retry.tries: unknown key (known keys: max_attempts, base_delay_s, max_delay_s)");
   std::string without_output = kValid;
   without_output.replace(without_output.find(", output = 2"), 12, "");
   expect(without_output, "6: models.m.prices: missing required key 'output'");
+  std::string price_key = kValid;
+  price_key.replace(price_key.find("output = 2"), 10, "output = 2, write = 3");
+  expect(price_key, "6: models.m.prices.write: unknown key (known keys: input, cached_input, output, cache_write)");
   std::string negative_price = kValid;
   negative_price.replace(negative_price.find("input = 1"), 9, "input = -0.5");
   expect(negative_price, "6: models.m.prices.input = -0.5: must be >= 0");
@@ -188,7 +200,9 @@ TEST(Cost, PricesUncachedCachedAndOutputTokensPerMillion) {
   usage.input_tokens = 1'200'000;
   usage.cached_input_tokens = 200'000;
   usage.output_tokens = 50'000;
-  EXPECT_DOUBLE_EQ(cost_usd(usage, {2.0, 0.5, 8.0}), 1.0 * 2.0 + 0.2 * 0.5 + 0.05 * 8.0);
+  EXPECT_DOUBLE_EQ(cost_usd(usage, {2.0, 0.5, 8.0, 2.5}), 1.0 * 2.0 + 0.2 * 0.5 + 0.05 * 8.0);
+  usage.cache_write_input_tokens = 400'000;
+  EXPECT_DOUBLE_EQ(cost_usd(usage, {2.0, 0.5, 8.0, 2.5}), 0.6 * 2.0 + 0.2 * 0.5 + 0.4 * 2.5 + 0.05 * 8.0);
   EXPECT_EQ(cost_usd(Usage{}, {2.0, 0.5, 8.0}), 0.0);
 }
 
