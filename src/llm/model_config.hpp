@@ -44,6 +44,12 @@ struct ModelConfig {
   // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
   // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.
   bool prompt_cache = true;
+  // OpenAI: the request key for max_tokens. OpenAI's reasoning models (o-series, gpt-5) take only
+  // "max_completion_tokens"; other compatible servers may know only "max_tokens".
+  std::string max_tokens_field = "max_tokens";
+  // Merged into every request body last (a JSON object): provider options this file has no key for,
+  // such as {"reasoning_effort": "high"}.
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 // Every model of a config file. A malformed file throws d2k::Error naming the file, the field

@@ -82,6 +82,7 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
     }
     body["tools"] = std::move(tools);
   }
+  body.merge_patch(config.extra_body);
   return body;
 }
 

@@ -80,6 +80,18 @@ TEST_F(OpenAi, SendsSystemToolsToolCallsAndToolResultsInItsWireFormat) {
   EXPECT_EQ(body["tools"], expected_tools);
 }
 
+TEST_F(OpenAi, NamesMaxTokensAsConfiguredAndMergesExtraBody) {
+  ModelConfig model = config(Provider::openai);
+  model.max_tokens_field = "max_completion_tokens";
+  model.extra_body = {{"reasoning_effort", "high"}, {"temperature", 1.0}, {"metadata", {{"run", random_text(rng)}}}};
+  server.push({200, {}, text_reply("ok").dump(), 0,
+               {{"json", {{"/max_completion_tokens", model.max_tokens}, {"/reasoning_effort", "high"}, {"/temperature", 1.0},
+                          {"/metadata/run", model.extra_body["metadata"]["run"]}}},
+                {"absent", {"/max_tokens"}}}});
+  client(model)->complete(hello("x"));
+  EXPECT_EQ(server.received().size(), 1u);
+}
+
 TEST_F(OpenAi, LeavesOutWhatIsNotSet) {
   ModelConfig model = config(Provider::openai);
   model.temperature.reset();
