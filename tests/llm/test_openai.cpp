@@ -300,8 +300,8 @@ TEST_F(OpenAi, AnUnparseableSuccessIsABadResponse) {
 
 TEST_F(OpenAi, RetriesNetworkErrorsAndTimesOutEachAttempt) {
   ModelConfig model = config(Provider::openai);
-  model.timeout_s = 0.3;
-  server.push({200, {}, text_reply("too late").dump(), 3000, {}});  // the client gives up on this one
+  model.timeout_s = 1.5;  // long enough for a loaded machine to answer the second attempt in time
+  server.push({200, {}, text_reply("too late").dump(), 30000, {}});  // the client gives up on this one
   server.push(200, text_reply("in time"));
 
   ChatResponse response = client(model)->complete(hello("x"));
