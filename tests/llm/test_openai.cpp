@@ -92,6 +92,15 @@ TEST_F(OpenAi, NamesMaxTokensAsConfiguredAndMergesExtraBody) {
   EXPECT_EQ(server.received().size(), 1u);
 }
 
+TEST_F(OpenAi, SendsBytesThatAreNotUtf8AsReplacementCharacters) {
+  ModelConfig model = config(Provider::openai);
+  ChatRequest request = hello("compile");
+  request.messages.push_back({Role::assistant, "", {{"call_1", "compile", "{}"}}, "", false});
+  request.messages.push_back({Role::tool, "error at byte \xff\xfe: bad", {}, "call_1", true});
+  server.push({200, {}, text_reply("ok").dump(), 0, {{"json", {{"/messages/2/content", "error at byte \ufffd\ufffd: bad"}}}}});
+  EXPECT_EQ(client(model)->complete(request).message.text, "ok");
+}
+
 TEST_F(OpenAi, LeavesOutWhatIsNotSet) {
   ModelConfig model = config(Provider::openai);
   model.temperature.reset();
