@@ -24,8 +24,8 @@ struct Prices {  // US dollars per million tokens
 
 struct RetryPolicy {
   int max_attempts = 6;         // HTTP attempts per request, the first included
-  double base_delay_s = 1.0;    // backoff: base * 2^attempt, full jitter, capped at max_delay_s
-  double max_delay_s = 60.0;
+  double base_delay_s = 1.0;    // before retry k: uniform in [0, min(max_delay_s, base_delay_s * 2^(k-1))]
+  double max_delay_s = 60.0;    // caps every wait, a server's Retry-After included
 };
 
 struct ModelConfig {
