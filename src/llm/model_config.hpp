@@ -1,6 +1,7 @@
 // Models come from a config file (TOML), one [models.<name>] table each. See docs/agent.md.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "llm/chat.hpp"
+#include "llm/clock.hpp"
 
 namespace d2k::llm {
 
@@ -17,12 +19,13 @@ struct Prices {  // US dollars per million tokens
   double input = 0;
   double cached_input = 0;
   double output = 0;
+  double cache_write = 0;  // tokens written to the prompt cache (Anthropic: 1.25 x input); the config's default: input
 };
 
 struct RetryPolicy {
   int max_attempts = 6;         // HTTP attempts per request, the first included
-  double base_delay_s = 1.0;    // backoff: base * 2^attempt, full jitter, capped at max_delay_s
-  double max_delay_s = 60.0;
+  double base_delay_s = 1.0;    // before retry k: uniform in [0, min(max_delay_s, base_delay_s * 2^(k-1))]
+  double max_delay_s = 60.0;    // caps every wait, a server's Retry-After included
 };
 
 struct ModelConfig {
@@ -38,6 +41,15 @@ struct ModelConfig {
   double requests_per_minute = 0;  // per-provider rate limit shared by this process's clients; 0: none
   double timeout_s = 600;          // per HTTP attempt
   RetryPolicy retry;
+  // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
+  // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.
+  bool prompt_cache = true;
+  // OpenAI: the request key for max_tokens. OpenAI's reasoning models (o-series, gpt-5) take only
+  // "max_completion_tokens"; other compatible servers may know only "max_tokens".
+  std::string max_tokens_field = "max_tokens";
+  // Merged into every request body last (a JSON object): provider options this file has no key for,
+  // such as {"reasoning_effort": "high"}.
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 // Every model of a config file. A malformed file throws d2k::Error naming the file, the field
@@ -46,6 +58,16 @@ std::map<std::string, ModelConfig> load_models(const std::filesystem::path& file
 
 double cost_usd(const Usage& usage, const Prices& prices);
 
+// The key is read from the environment variable api_key_env here; a missing or empty one throws
+// ChatError(auth). Clients of one base_url share a rate limiter (requests_per_minute).
 std::unique_ptr<ChatClient> make_client(const ModelConfig& config);
+
+struct ClientOptions {
+  std::shared_ptr<Clock> clock;   // every wait (backoff, Retry-After, rate limit) goes through it; null: the system clock
+  std::optional<uint64_t> seed;   // of the backoff jitter; none: a random one
+};
+std::unique_ptr<ChatClient> make_client(const ModelConfig& config, const ClientOptions& options);
+
+const char* to_string(Provider provider);  // "openai" | "anthropic"
 
 }  // namespace d2k::llm
