@@ -25,6 +25,7 @@ struct CommonOptions {
   int min_samples = 10;        // timed calls at least, even past max_seconds
   int warmup = 3;              // untimed calls first
   bool refresh_ceilings = false;
+  std::string sandbox = "strict";  // --sandbox strict|best-effort|off (docs/sandbox.md)
 };
 
 struct Context {

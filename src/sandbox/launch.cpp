@@ -218,8 +218,21 @@ void set_environment(const Policy& policy, bool private_tmp) {
   if (!tmp.empty()) ::setenv("TMPDIR", tmp.c_str(), 1);
 }
 
+// Outside a user namespace, a root launcher hands the command to nobody: real root reads every
+// root-owned file whatever its mode, and the kernel exempts it from RLIMIT_NPROC.
+void become_nobody(Applied& applied) {
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL) break;
+  }
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
+      ::setresuid(kNobody, kNobody, kNobody) != 0) {
+    applied.missing.push_back("switching to uid nobody: " + errno_text());
+  }
+}
+
 // The confined process: limits, Landlock, capabilities, seccomp, then the command.
 [[noreturn]] void run_command(const Policy& policy, Applied& applied, bool own_user_namespace) {
+  if (::geteuid() == 0 && !own_user_namespace) become_nobody(applied);
   apply_limits(policy, own_user_namespace, applied);
   // Landlock on top of the new root where it exists (its network and scope rules still add), in
   // place of it where it does not.
@@ -349,12 +362,10 @@ struct Attempt {
     if (!policy.namespaces) break;
     const bool user = attempt.flags & CLONE_NEWUSER;
     if (root) {
-      // The workspace must belong to the uid the sandbox runs as: nobody in a user namespace, the
-      // owner it had otherwise.
+      // The workspace must belong to the uid the sandbox runs as: nobody, mapped to the root of a
+      // user namespace or switched to without one.
       for (std::size_t k = 0; k < policy.write.size(); ++k) {
-        uid_t uid = user ? kNobody : owners[k].first;
-        gid_t gid = user ? kNobody : owners[k].second;
-        if (::chown(policy.write[k].c_str(), uid, gid) != 0 && errno != ENOENT)
+        if (::chown(policy.write[k].c_str(), kNobody, kNobody) != 0 && errno != ENOENT)
           applied.missing.push_back("chown " + policy.write[k] + ": " + errno_text());
       }
     }
@@ -401,6 +412,10 @@ struct Attempt {
     char buffer[4096];
     for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
     ::close(report[0]);
+    // The workspace goes back to its owner; what the command created in it stays nobody's, readable
+    // as its mode says.
+    for (std::size_t k = 0; root && k < policy.write.size(); ++k)
+      (void)!::chown(policy.write[k].c_str(), owners[k].first, owners[k].second);
     if (text.starts_with("S")) end_like(std::atoi(text.c_str() + 1));
     if (text.starts_with("E")) {
       applied.missing.push_back("namespaces " + names + ": " + text.substr(1));
@@ -413,7 +428,7 @@ struct Attempt {
   // No namespace at all: confine this process and become the command.
   applied.namespaces.clear();
   for (std::size_t k = 0; root && k < policy.write.size(); ++k)
-    (void)!::chown(policy.write[k].c_str(), owners[k].first, owners[k].second);
+    (void)!::chown(policy.write[k].c_str(), kNobody, kNobody);
   run_command(policy, applied, false);
 }
 

@@ -218,7 +218,9 @@ void apply_seccomp(Applied& applied) {
                         SYS_bpf,           SYS_kexec_load,       SYS_init_module,       SYS_finit_module,
                         SYS_delete_module, SYS_open_by_handle_at, SYS_mount_setattr,    SYS_move_mount,
                         SYS_open_tree,     SYS_fsopen,           SYS_fsmount,           SYS_fspick,
-                        SYS_swapon,        SYS_swapoff,          SYS_reboot,            SYS_userfaultfd};
+                        SYS_swapon,        SYS_swapoff,          SYS_reboot,            SYS_userfaultfd,
+                        // leaving the process group would escape the kill at a timeout
+                        SYS_setsid,        SYS_setpgid};
   std::vector<sock_filter> program = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
