@@ -222,6 +222,9 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   }
 
   fs::path temp = make_temp_dir(options.cache_dir, result.hash);
+  // mkdtemp's 0700 would keep a sandboxed worker, which runs as another uid, out of the entry.
+  fs::permissions(temp, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec, error);
   fs::create_directory(temp / "src");
   for (const auto& [name, bytes] : files) write_file(temp / "src" / name, bytes);
 

@@ -135,7 +135,7 @@ void bind_into(const std::string& source, const std::string& target, bool dir) {
 }
 
 // The new root: a tmpfs holding only the allowed paths (read-only but the workspace), a minimal
-// /dev, a private /proc and /tmp. Runs in the child that is pid 1 of the new pid namespace.
+// /dev and a private /proc. Runs in the child that is pid 1 of the new pid namespace.
 void build_root(const Policy& policy, const std::vector<Bind>& binds, Applied& applied) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail_setup("make / private");
   // Staging on /tmp, as bubblewrap does: after the first pivot the old root, /tmp included, is
@@ -148,9 +148,6 @@ void build_root(const Policy& policy, const std::vector<Bind>& binds, Applied& a
   if (::chdir("/") != 0) fail_setup("chdir /");
   if (::mount("tmpfs", "/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") != 0)
     fail_setup("mount tmpfs on /newroot");
-  // The private /tmp first: a workspace under the host's /tmp is bound on top of it.
-  make_dirs("/newroot/tmp");
-  if (::mount("tmpfs", "/newroot/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=4g") != 0) fail_setup("mount /tmp");
 
   for (const auto& bind : binds) {
     std::string target = "/newroot" + bind.real;
@@ -211,11 +208,12 @@ void build_root(const Policy& policy, const std::vector<Bind>& binds, Applied& a
   applied.filesystem_view = true;
 }
 
-void set_environment(const Policy& policy, bool private_tmp) {
-  if (!policy.home.empty()) ::setenv("HOME", policy.home.c_str(), 1);
-  // The private /tmp vanishes with the sandbox; without one, temporary files stay in the workspace.
-  const std::string tmp = private_tmp ? "/tmp" : policy.home;
-  if (!tmp.empty()) ::setenv("TMPDIR", tmp.c_str(), 1);
+// No /tmp of its own: a write that lands anywhere but the workspace would look like an escape to the
+// code that made it, and temporary files belong to the workspace anyway.
+void set_environment(const Policy& policy) {
+  if (policy.home.empty()) return;
+  ::setenv("HOME", policy.home.c_str(), 1);
+  ::setenv("TMPDIR", policy.home.c_str(), 1);
 }
 
 // Outside a user namespace, a root launcher hands the command to nobody: real root reads every
@@ -239,7 +237,7 @@ void become_nobody(Applied& applied) {
   apply_landlock(policy, !applied.filesystem_view, applied);
   drop_privileges(applied);
   apply_seccomp(applied);
-  set_environment(policy, applied.filesystem_view);
+  set_environment(policy);
   std::string cwd = policy.cwd.empty() ? policy.home : policy.cwd;
   if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
     std::fprintf(stderr, "d2k-sandbox: cannot enter %s: %s\n", cwd.c_str(), errno_text().c_str());
