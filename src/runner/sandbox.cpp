@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -25,6 +26,13 @@ fs::path canonical_or_same(const fs::path& path) {
 bool under_usr(const fs::path& path) {
   auto text = path.string();
   return text.starts_with("/usr/");
+}
+
+// RLIMIT_CPU counts every thread of a process: a backstop for the wall-clock timeout that a process
+// using all the cores for the whole timeout still stays under.
+double cpu_backstop(double timeout_seconds) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::ceil(timeout_seconds) * cores + 10;
 }
 
 }  // namespace
@@ -71,9 +79,8 @@ Sandbox build_sandbox(const Sandbox& base, const fs::path& compiler, const fs::p
   sandbox.write.push_back(build_dir);
   sandbox.home = build_dir;
   sandbox.gpu = false;
-  // CPU time backs up the wall-clock timeout per process; the address-space cap stops a template
-  // explosion from taking the machine's memory.
-  sandbox.cpu_seconds = std::ceil(timeout_seconds) + 10;
+  // The address-space cap stops a template explosion from taking the machine's memory.
+  sandbox.cpu_seconds = cpu_backstop(timeout_seconds);
   sandbox.file_bytes = 1 * kGiB;
   sandbox.processes = 256;
   sandbox.memory_bytes = 16 * kGiB;
@@ -89,7 +96,7 @@ Sandbox worker_sandbox(const Sandbox& base, const fs::path& worker, const fs::pa
   sandbox.write.push_back(request_dir);
   sandbox.home = request_dir;
   sandbox.gpu = gpu;
-  sandbox.cpu_seconds = std::ceil(timeout_seconds) + 10;
+  sandbox.cpu_seconds = cpu_backstop(timeout_seconds);
   sandbox.file_bytes = 16 * kGiB;  // the largest output tensor written back
   sandbox.processes = 256;         // the CUDA runtime's threads count too
   sandbox.memory_bytes = 0;

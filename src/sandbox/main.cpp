@@ -62,7 +62,13 @@ int probe(bool gpu) {
   std::printf("kernel.unprivileged_userns_clone: %s\n", first_line("/proc/sys/kernel/unprivileged_userns_clone").c_str());
   std::printf("user.max_user_namespaces: %s\n", first_line("/proc/sys/user/max_user_namespaces").c_str());
   struct stat info {};
-  std::printf("/dev/nvidiactl: %s\n", ::stat("/dev/nvidiactl", &info) == 0 ? "present" : "absent");
+  if (::stat("/dev/nvidiactl", &info) == 0) {
+    // The sandboxed worker runs as nobody: the device nodes must be open to others (0666).
+    std::printf("/dev/nvidiactl: present, mode %o, uid %d, gid %d\n", info.st_mode & 07777, static_cast<int>(info.st_uid),
+                static_cast<int>(info.st_gid));
+  } else {
+    std::printf("/dev/nvidiactl: absent\n");
+  }
 
   char workspace[] = "/tmp/d2k-sandbox-probe-XXXXXX";
   if (::mkdtemp(workspace) == nullptr) return 1;
@@ -80,11 +86,18 @@ int probe(bool gpu) {
                     "if cat /etc/passwd >/dev/null 2>&1; then echo 'check: /etc/passwd READABLE'; else echo 'check: /etc/passwd hidden'; fi; "
                     "if touch /d2k-probe 2>/dev/null; then echo 'check: / WRITABLE'; else echo 'check: / read-only'; fi; "
                     "if touch ./ok 2>/dev/null; then echo 'check: workspace writable'; else echo 'check: workspace NOT writable'; fi; "
-                    "ls /dev | grep -c nvidia | sed 's/^/check: nvidia device nodes visible: /'"};
+                    "ls /dev | grep -c nvidia | sed 's/^/check: nvidia device nodes visible: /'; "
+                    "if [ -e /dev/nvidiactl ]; then if : <> /dev/nvidiactl; then echo 'check: /dev/nvidiactl opens read-write'; "
+                    "else echo 'check: /dev/nvidiactl DOES NOT OPEN (the CUDA driver will fail in the sandbox)'; fi; fi"};
   policy.strict = false;
   std::printf("best-effort run:\n");
   int status = trial(policy);
   std::printf("best-effort exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  std::printf("fallback run (Landlock and seccomp, no namespaces):\n");
+  Policy fallback = policy;
+  fallback.namespaces = false;
+  status = trial(fallback);
+  std::printf("fallback exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   policy.strict = true;
   policy.command = {"true"};
   std::printf("strict run:\n");

@@ -174,6 +174,7 @@ void apply_landlock(const Policy& policy, bool filesystem, Applied& applied) {
     for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
       ok &= add_path(ruleset, dev, kReadFile | kWriteFile, abi, applied);
     ok &= add_path(ruleset, "/proc", kReadFile | kReadDir, abi, applied);
+    ok &= add_path(ruleset, "/dev", kReadDir, abi, applied);  // the names only: the driver looks for its nodes
     if (policy.gpu) {
       ok &= add_path(ruleset, "/sys", kReadFile | kReadDir, abi, applied);
       if (DIR* dev = ::opendir("/dev")) {
