@@ -298,3 +298,22 @@ INSTANTIATE_TEST_SUITE_P(Paths, SandboxedBuild, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& info) { return info.param ? "Namespaces" : "Landlock"; });
 
 }  // namespace
+
+namespace {
+
+TEST(SandboxMode, ParsesTheThreeModesAndNothingElse) {
+  for (auto mode : {SandboxMode::strict, SandboxMode::best_effort, SandboxMode::off})
+    EXPECT_EQ(d2k::parse_sandbox_mode(d2k::name_of(mode)), mode);
+  EXPECT_FALSE(d2k::parse_sandbox_mode("none"));
+  EXPECT_FALSE(d2k::parse_sandbox_mode("Strict"));
+}
+
+TEST(SandboxEnvironment, PassesWhatFindsProgramsAndDevicesOnly) {
+  for (const char* name : {"PATH", "LANG", "LC_NUMERIC", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"})
+    EXPECT_TRUE(d2k::passes_to_sandbox(name)) << name;
+  for (const char* name : {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "LD_PRELOAD", "HOME", "D2K_ROOT",
+                           "D2K_CACHE_DIR", "SSH_AUTH_SOCK", "PATHX"})
+    EXPECT_FALSE(d2k::passes_to_sandbox(name)) << name;
+}
+
+}  // namespace
