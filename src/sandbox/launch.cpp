@@ -358,6 +358,7 @@ struct Attempt {
   }
   for (const auto& attempt : attempts) {
     if (!policy.namespaces) break;
+    if (!policy.user_namespace && (attempt.flags & CLONE_NEWUSER)) continue;
     const bool user = attempt.flags & CLONE_NEWUSER;
     if (root) {
       // The workspace must belong to the uid the sandbox runs as: nobody, mapped to the root of a

@@ -24,7 +24,8 @@ int usage(const char* why) {
                "d2k-sandbox: %s\n"
                "usage: d2k-sandbox [--strict|--best-effort] [--system] [--ro PATH]... [--rw PATH]... [--gpu]\n"
                "                   [--home DIR] [--cwd DIR] [--cpu-seconds N] [--file-bytes N] [--processes N]\n"
-               "                   [--memory-bytes N] [--without-namespaces] -- COMMAND [ARGS...]\n"
+               "                   [--memory-bytes N] [--without-namespaces] [--without-user-namespace]\n"
+               "                   -- COMMAND [ARGS...]\n"
                "       d2k-sandbox --probe [--gpu]\n",
                why);
   return 2;
@@ -135,6 +136,8 @@ int main(int argc, char** argv) {
       policy.strict = false;
     } else if (arg == "--without-namespaces") {
       policy.namespaces = false;
+    } else if (arg == "--without-user-namespace") {
+      policy.user_namespace = false;
     } else if (arg == "--gpu") {
       policy.gpu = true;
     } else if (arg == "--system") {

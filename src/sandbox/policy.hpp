@@ -20,6 +20,7 @@ struct Policy {
   long processes = 0;
   long memory_bytes = 0;           // address space; never for CUDA processes
   bool namespaces = true;          // false: Landlock and seccomp only (a test seam for that path)
+  bool user_namespace = true;      // false: namespaces without a user namespace (root; a test seam)
   std::vector<std::string> command;
 };
 

@@ -317,3 +317,29 @@ TEST(SandboxEnvironment, PassesWhatFindsProgramsAndDevicesOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+// Root on a machine that refuses user namespaces: the same new root, and the command runs as nobody
+// so that root-owned files stay closed and RLIMIT_NPROC applies.
+TEST(SandboxWithoutUserNamespace, RunsAsNobodyWithTheProcessLimit) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a root launcher takes this path";
+  const fs::path work = fresh_dir("no-userns");
+  const fs::path secret = work.parent_path() / ("d2k-sandbox-root-only-" + std::to_string(::getpid()));
+  const auto token = random_token();
+  { std::ofstream(secret) << token; }
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  ProcessSpec spec;
+  spec.argv = {D2K_SANDBOX_PATH, "--strict", "--without-user-namespace", "--system", "--rw", work.string(),
+               "--ro", secret.string(), "--home", work.string(), "--processes", "16", "--",
+               "sh", "-c", "id -u; cat " + secret.string() + "; i=0; while [ $i -lt 100 ]; do sleep 3 >/dev/null 2>&1 & i=$((i+1)); done; echo all forked"};
+  spec.timeout_seconds = 30;
+  auto result = run_process(spec);
+  fs::remove(secret);
+  EXPECT_NE(result.output.find("namespaces (mount, pid, net"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("65534\n"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find(token), std::string::npos) << "a root-only file, though inside the policy";
+  EXPECT_EQ(result.output.find("all forked"), std::string::npos) << result.output;
+}
+
+}  // namespace
