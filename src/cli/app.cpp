@@ -39,6 +39,9 @@ CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
+  command.add_option("--sandbox", options.sandbox,
+                     "strict (isolation missing on this machine is an error), best-effort or off; docs/sandbox.md")
+      ->capture_default_str();
   return seed;
 }
 

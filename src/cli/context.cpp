@@ -10,6 +10,8 @@
 #include "core/error.hpp"
 #include "core/task_loader.hpp"
 #include "eval/device_select.hpp"
+#include "runner/process.hpp"
+#include "runner/sandbox.hpp"
 #include "timing/device_info.hpp"
 #include "timing/ceilings.hpp"
 
@@ -27,6 +29,41 @@ std::filesystem::path cache_root() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "d2k";
   if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "d2k";
   return std::filesystem::temp_directory_path() / "d2k-cache";
+}
+
+// The sandbox of builds and workers, tried once here: in strict mode a machine that cannot isolate
+// them stops the run before anything is evaluated; otherwise the line says what applies.
+Sandbox make_sandbox(const std::string& text, Device device) {
+  const auto mode = parse_sandbox_mode(text);
+  if (!mode) fail("--sandbox: unknown mode '{}' (strict, best-effort or off)", text);
+  Sandbox sandbox;
+  sandbox.mode = *mode;
+  sandbox.launcher = self_dir() / "d2k-sandbox";
+  if (sandbox.mode == SandboxMode::off) {
+    std::cerr << "d2k: sandbox off: builds and workers run without isolation (the environment is still scrubbed)\n";
+    return sandbox;
+  }
+  if (!std::filesystem::exists(sandbox.launcher)) fail("the sandbox launcher is missing: {}", sandbox.launcher.string());
+  const auto scratch = std::filesystem::temp_directory_path() / fmt::format("d2k-sandbox-check-{}", ::getpid());
+  std::filesystem::create_directories(scratch);
+  ProcessSpec spec;
+  spec.argv = {"true"};
+  spec.cwd = scratch;
+  spec.timeout_seconds = 30;
+  spec.sandbox = worker_sandbox(sandbox, sandbox.launcher, scratch / "none", scratch, device == Device::cuda, 30);
+  const auto result = run_process(spec);
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
+  std::string said = result.output;
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  if (!result.ok()) {
+    fail("--sandbox {}: this machine cannot run the sandbox ({}): {}\n(run d2k-sandbox --probe to see what the kernel "
+         "allows; --sandbox best-effort runs with what is available)",
+         name_of(sandbox.mode), result.describe(), said);
+  }
+  std::cerr << fmt::format("d2k: sandbox {}: {}\n", name_of(sandbox.mode),
+                           said.starts_with("d2k-sandbox: ") ? said.substr(13) : said);
+  return sandbox;
 }
 
 }  // namespace
@@ -87,6 +124,7 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   std::filesystem::create_directories(eval.scratch_dir);
   eval.worker = self_dir() / "d2k-worker";
   if (!std::filesystem::exists(eval.worker)) fail("the worker executable is missing: {}", eval.worker.string());
+  eval.sandbox = make_sandbox(options.sandbox, eval.device);
   eval.device_name = device_name(eval.device);
   eval.progress = &std::cerr;
   const auto ceilings = cached_ceilings(eval.device, context.cache_dir, options.refresh_ceilings, &std::cerr);

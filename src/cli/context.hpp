@@ -26,6 +26,7 @@ struct CommonOptions {
   int warmup = 3;              // untimed calls first
   int repeat = 1;              // evaluate this many times, seeds seed, seed + 1, ...
   bool refresh_ceilings = false;
+  std::string sandbox = "strict";  // --sandbox strict|best-effort|off (docs/sandbox.md)
 };
 
 struct Context {

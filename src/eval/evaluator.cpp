@@ -118,6 +118,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   build_options.cache_dir = options_.cache_dir;
   build_options.abi_include_dir = options_.root / "include";
   build_options.timeout_seconds = options_.build_timeout_seconds;
+  build_options.sandbox = options_.sandbox;
   say(fmt::format("{}: building {}", task.name, solution.name));
   const auto build = build_solution(solution, build_options);
   say(fmt::format("{}: build {} in {:.1f} s{}", task.name, build.ok ? "ok" : "FAILED", build.seconds,
@@ -194,6 +195,9 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
   spec.cwd = dir.path();
   spec.timeout_seconds = options_.worker_timeout_seconds;
+  if (options_.sandbox)
+    spec.sandbox = worker_sandbox(*options_.sandbox, options_.worker, build.library, dir.path(),
+                                  options_.device == Device::cuda, options_.worker_timeout_seconds);
   const auto process = run_process(spec);
   trace.log = cap(process.output);
 

@@ -34,6 +34,7 @@ struct EvalOptions {
   std::filesystem::path cache_dir;    // solution builds
   std::filesystem::path scratch_dir;  // worker request folders, removed after each evaluation
   std::filesystem::path worker;       // the d2k-worker executable
+  std::optional<Sandbox> sandbox;     // builds and workers run in it (its mode and launcher)
   Ceiling ceiling;
   std::string device_name;
   std::ostream* progress = nullptr;   // one line per step, for people

@@ -200,6 +200,9 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   add_field(hash, "abi", read_file(abi_header));
   add_field(hash, "command", shell_line(argv));
   add_field(hash, "compiler", version);
+  // A build that read what a sandbox would have refused (a host file) must not be reused by one
+  // that runs sandboxed.
+  if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
   for (const auto& [name, bytes] : files) {
     add_field(hash, "name", name);
     add_field(hash, "bytes", bytes);
@@ -219,6 +222,9 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   }
 
   fs::path temp = make_temp_dir(options.cache_dir, result.hash);
+  // mkdtemp's 0700 would keep a sandboxed worker, which runs as another uid, out of the entry.
+  fs::permissions(temp, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec, error);
   fs::create_directory(temp / "src");
   for (const auto& [name, bytes] : files) write_file(temp / "src" / name, bytes);
 
@@ -226,6 +232,8 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   spec.argv = concrete(argv, options);
   spec.cwd = temp / "src";
   spec.timeout_seconds = options.timeout_seconds;
+  if (options.sandbox)
+    spec.sandbox = build_sandbox(*options.sandbox, compiler, options.abi_include_dir, temp, options.timeout_seconds);
   ProcessResult compile = run_process(spec);
   // Only a compiler that ran to its end says something stable about the sources; a timeout, a kill
   // or a missing compiler may not repeat, so they are not cached.

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/device.hpp"
+#include "runner/sandbox.hpp"
 
 namespace d2k {
 
@@ -36,6 +38,9 @@ struct BuildOptions {
   std::string cxx = "c++";
   std::string cuda_arch = "sm_90a";
   double timeout_seconds = 300;
+  // The sandbox compilers run in (its mode and launcher; build_sandbox adds the paths and limits).
+  // Unset: no sandbox and the full environment, for callers that compile trusted code.
+  std::optional<Sandbox> sandbox;
 };
 
 struct BuildResult {

@@ -66,16 +66,33 @@ class CappedOutput {
 };
 
 std::vector<std::string> child_environment(const ProcessSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> added = spec.env;
+  // A sandboxed child starts from an allowlist: API keys and tokens of the orchestrator stay here.
+  if (spec.sandbox && !spec.sandbox->home.empty()) added.emplace_back("HOME", spec.sandbox->home.string());
   std::vector<std::string> env;
   for (char** entry = environ; entry && *entry; ++entry) {
     std::string_view text(*entry);
     std::string_view key = text.substr(0, text.find('='));
+    if (spec.sandbox && !passes_to_sandbox(key)) continue;
     bool replaced = false;
-    for (const auto& [name, value] : spec.env) replaced = replaced || name == key;
+    for (const auto& [name, value] : added) replaced = replaced || name == key;
     if (!replaced) env.emplace_back(text);
   }
-  for (const auto& [name, value] : spec.env) env.push_back(name + "=" + value);
+  for (const auto& [name, value] : added) env.push_back(name + "=" + value);
   return env;
+}
+
+// After the group's SIGKILL: waits until none of its processes is left, so that the next child
+// (the next worker on the GPU) does not start beside the remains of this one. A process stuck in
+// the driver can take a while to let go of the device.
+bool wait_group_gone(pid_t group, double seconds) {
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  while (::kill(-group, 0) == 0) {
+    if (Clock::now() >= deadline) return false;
+    ::kill(-group, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 std::optional<std::string> find_program(const std::string& name, const std::vector<std::string>& env) {
@@ -188,9 +205,17 @@ ProcessResult run_process(const ProcessSpec& spec) {
   std::vector<std::string> env = child_environment(spec);
   std::optional<std::string> program = find_program(spec.argv[0], env);
   if (!program) return failed_to_start(spec, fmt::format("{}: not found on PATH", spec.argv[0]), start);
+  std::vector<std::string> command = spec.argv;
+  const bool isolated = spec.sandbox && spec.sandbox->mode != SandboxMode::off;
+  if (isolated) {
+    // The program found here, so that the sandbox runs what an unsandboxed run would.
+    command[0] = *program;
+    command = sandboxed_argv(*spec.sandbox, command, spec.cwd);
+    program = command[0];
+  }
 
   std::vector<char*> argv;
-  for (const auto& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
   for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
@@ -271,12 +296,18 @@ ProcessResult run_process(const ProcessSpec& spec) {
   // Whatever the child left behind in its group goes with it.
   ::kill(-pid, SIGKILL);
   reap(pid, result);
+  const bool gone = wait_group_gone(pid, 30);
   if (fd >= 0) {
     drain_ready(fd, output);
     ::close(fd);
   }
+  if (!gone) {
+    const std::string note = "\n[d2k: processes of this command outlived SIGKILL by 30 s]\n";
+    output.append(note.data(), note.size());
+  }
   if (timed_out) result.end = ProcessResult::End::timed_out;
   result.output = output.finish();
+  if (spec.sandbox && !isolated) result.output = "d2k: sandbox off: this command ran without isolation\n" + result.output;
   result.seconds = seconds_since(start);
   return result;
 }

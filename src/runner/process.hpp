@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runner/sandbox.hpp"
 
 namespace d2k {
 
@@ -18,6 +21,9 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;
   double timeout_seconds = 60;
   std::size_t output_cap = 1 << 20;  // bytes of merged stdout+stderr kept: half head, half tail
+  // Set: the child runs under d2k-sandbox (unless its mode is off) with a scrubbed environment;
+  // `env` still adds to it.
+  std::optional<Sandbox> sandbox;
 };
 
 struct ProcessResult {
