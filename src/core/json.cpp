@@ -118,7 +118,7 @@ void from_json(const json& j, TimingConfig& value) {
 void to_json(json& j, const WorkerRequest& value) {
   j = json{{"library", value.library}, {"device", value.device},   {"inputs", value.inputs},
            {"outputs", value.outputs}, {"scalars", value.scalars}, {"time", value.time},
-           {"timing", value.timing}};
+           {"timing", value.timing},   {"second_inputs", value.second_inputs}, {"repeat", value.repeat}};
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
@@ -129,6 +129,8 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "scalars", value.scalars);
   read_optional(j, "time", value.time);
   read_optional(j, "timing", value.timing);
+  read_optional(j, "second_inputs", value.second_inputs);
+  read_optional(j, "repeat", value.repeat);
 }
 
 void to_json(json& j, const GuardViolation& value) {
