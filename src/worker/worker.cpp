@@ -23,6 +23,7 @@
 #include "worker/buffers.hpp"
 #include "worker/library.hpp"
 #include "worker/request.hpp"
+#include "worker/threads.hpp"
 
 namespace fs = std::filesystem;
 
@@ -225,6 +226,7 @@ void Evaluation::setup() {
   if (device == Device::cuda) check_cuda(cudaDeviceSynchronize(), "synchronizing after setup");
 #endif
   threads_before_ = thread_count();
+  start_counting_threads();
 }
 
 void Evaluation::run() {
@@ -334,9 +336,11 @@ void Evaluation::timing() {
   }
   error_[0] = '\0';
   int code = 0;
+  bool thread_left = false;
   auto timed_call = [&] {
     code = library_.run(&call_);
     if (code != 0) throw TimedCallFailed{};
+    thread_left = thread_left || threads_running() > 0;  // one atomic load: no cost worth timing
   };
   try {
     result_.samples_ms = measure(request_.device, timed_call, call_.stream, request_.timing);
@@ -352,6 +356,9 @@ void Evaluation::timing() {
     throw SolutionFailure{"timing", "d2k_run threw an exception that is not a std::exception"};
   }
   check_guards();
+  if (thread_left)
+    throw SolutionRejected{"timing", "left a thread running after a timed call of d2k_run returned; work must be "
+                                     "done, and its threads ended, within the call"};
   check_leftovers("timing");
   if (check_timed_outputs) write_outputs();
   write_inputs_after(first_inputs());
@@ -441,11 +448,18 @@ void Evaluation::check_libraries(const std::string& phase) {
 
 // A solution may do its work in threads of its own, but none may outlive the call: a thread left
 // running can compute the outputs after the call returned (or while the next call is timed), where
-// no timer sees it. Joined threads can linger in /proc for a moment after the join, hence the retries.
+// no timer sees it. Threads started through pthread_create are counted exactly (threads.hpp); the
+// count of /proc/self/task catches the others, with a moment's grace for a joined thread that the
+// kernel has not yet removed from the list.
 void Evaluation::check_threads(const std::string& phase) {
+  if (const int running = threads_running(); running > 0) {
+    throw SolutionRejected{phase, fmt::format("left {} thread(s) running after d2k_run returned; work must be done, "
+                                              "and its threads ended, within the call",
+                                              running)};
+  }
   int now = thread_count();
-  for (int retry = 0; retry < 20 && now > threads_before_; ++retry) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int retry = 0; retry < 2 && now > threads_before_; ++retry) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
     now = thread_count();
   }
   if (now <= threads_before_) return;
