@@ -57,10 +57,13 @@ void write_document(const std::string& target, const nlohmann::json& doc) {
 }
 
 void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
+  const auto rate = [](const std::optional<double>& r) { return r ? nlohmann::json(*r) : nlohmann::json(); };
   write_document(target, {{"device", name_of(eval.device)},
                           {"device_name", eval.device_name},
                           {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
-                                        {"bf16_tflops", eval.ceiling.peak_tflops ? nlohmann::json(*eval.ceiling.peak_tflops) : nlohmann::json()}}},
+                                        {"bf16_tflops", rate(eval.ceiling.bf16_tflops)},
+                                        {"fp8_tflops", rate(eval.ceiling.fp8_tflops)},
+                                        {"int8_tops", rate(eval.ceiling.int8_tops)}}},
                           {"traces", traces}});
 }
 
@@ -136,7 +139,7 @@ int run_cli(int argc, char** argv) {
   bench->add_option("--task,-t", task_globs, "task name or glob, e.g. 'moe/*' (repeatable; default all)");
   auto* bench_seed = add_run_options(*bench, options);
 
-  auto* ceilings = app.add_subcommand("ceilings", "measure (or show the cached) copy bandwidth and matrix rate");
+  auto* ceilings = app.add_subcommand("ceilings", "measure (or show the cached) copy bandwidth and dense bf16/fp8/int8 matrix rates");
   ceilings->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
   ceilings->add_flag("--refresh", options.refresh_ceilings, "measure again");
 
@@ -160,7 +163,10 @@ int run_cli(int argc, char** argv) {
       const auto eval_options = make_eval_options(context, options);
       std::cout << fmt::format("{} ({}): copy {:.0f} GB/s (read + write)", eval_options.device_name,
                                name_of(eval_options.device), eval_options.ceiling.copy_gbps);
-      if (eval_options.ceiling.peak_tflops) std::cout << fmt::format(", dense bf16 {:.0f} TFLOP/s", *eval_options.ceiling.peak_tflops);
+      const auto& c = eval_options.ceiling;
+      if (c.bf16_tflops) std::cout << fmt::format(", dense bf16 {:.0f} TFLOP/s", *c.bf16_tflops);
+      if (c.fp8_tflops) std::cout << fmt::format(", dense fp8 (e4m3) {:.0f} TFLOP/s", *c.fp8_tflops);
+      if (c.int8_tops) std::cout << fmt::format(", dense int8 {:.0f} TOPS", *c.int8_tops);
       std::cout << '\n';
       return 0;
     }

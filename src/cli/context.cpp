@@ -129,7 +129,9 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   eval.progress = &std::cerr;
   const auto ceilings = cached_ceilings(eval.device, context.cache_dir, options.refresh_ceilings, &std::cerr);
   eval.ceiling.copy_gbps = ceilings.copy_gbps;
-  eval.ceiling.peak_tflops = ceilings.bf16_tflops;
+  eval.ceiling.bf16_tflops = ceilings.bf16_tflops;
+  eval.ceiling.fp8_tflops = ceilings.fp8_tflops;
+  eval.ceiling.int8_tops = ceilings.int8_tops;
   return eval;
 }
 

@@ -118,7 +118,7 @@ void from_json(const json& j, TimingConfig& value) {
 void to_json(json& j, const WorkerRequest& value) {
   j = json{{"library", value.library}, {"device", value.device},   {"inputs", value.inputs},
            {"outputs", value.outputs}, {"scalars", value.scalars}, {"time", value.time},
-           {"timing", value.timing}};
+           {"timing", value.timing},   {"second_inputs", value.second_inputs}, {"repeat", value.repeat}};
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
@@ -129,6 +129,8 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "scalars", value.scalars);
   read_optional(j, "time", value.time);
   read_optional(j, "timing", value.timing);
+  read_optional(j, "second_inputs", value.second_inputs);
+  read_optional(j, "repeat", value.repeat);
 }
 
 void to_json(json& j, const GuardViolation& value) {
@@ -166,6 +168,8 @@ void to_json(json& j, const Ceilings& value) {
            {"device_id", value.device_id},
            {"copy_gbps", value.copy_gbps},
            {"bf16_tflops", value.bf16_tflops ? json(*value.bf16_tflops) : json(nullptr)},
+           {"fp8_tflops", value.fp8_tflops ? json(*value.fp8_tflops) : json(nullptr)},
+           {"int8_tops", value.int8_tops ? json(*value.int8_tops) : json(nullptr)},
            {"measured_at", value.measured_at}};
 }
 void from_json(const json& j, Ceilings& value) {
@@ -173,12 +177,18 @@ void from_json(const json& j, Ceilings& value) {
   read_field(j, "device_name", value.device_name);
   read_field(j, "device_id", value.device_id);
   read_field(j, "copy_gbps", value.copy_gbps);
-  value.bf16_tflops.reset();
-  if (j.contains("bf16_tflops") && !j.at("bf16_tflops").is_null()) {
-    double tflops = 0;
-    read_field(j, "bf16_tflops", tflops);
-    value.bf16_tflops = tflops;
-  }
+  // A cache written before a rate was measured lacks its key: the rate is then unknown.
+  const auto rate = [&](const char* key, std::optional<double>& out) {
+    out.reset();
+    if (j.contains(key) && !j.at(key).is_null()) {
+      double number = 0;
+      read_field(j, key, number);
+      out = number;
+    }
+  };
+  rate("bf16_tflops", value.bf16_tflops);
+  rate("fp8_tflops", value.fp8_tflops);
+  rate("int8_tops", value.int8_tops);
   read_optional(j, "measured_at", value.measured_at);
 }
 

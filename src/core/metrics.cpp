@@ -1,18 +1,54 @@
 #include "core/metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
 namespace d2k {
+namespace {
 
-double floor_ms(double flops, double min_bytes, const Ceiling& ceiling) {
-  double memory_ms = ceiling.copy_gbps > 0 ? min_bytes / (ceiling.copy_gbps * 1e9) * 1e3 : 0.0;
-  double compute_ms = ceiling.peak_tflops && *ceiling.peak_tflops > 0 ? flops / (*ceiling.peak_tflops * 1e12) * 1e3 : 0.0;
-  return std::max(memory_ms, compute_ms);
+double memory_floor_ms(double min_bytes, const Ceiling& ceiling) {
+  return ceiling.copy_gbps > 0 ? min_bytes / (ceiling.copy_gbps * 1e9) * 1e3 : 0.0;
+}
+
+double compute_floor_ms(double flops, const Ceiling& ceiling, DType flops_dtype) {
+  const auto rate = ceiling.matrix_rate(flops_dtype);
+  return rate && *rate > 0 ? flops / (*rate * 1e12) * 1e3 : 0.0;
+}
+
+}  // namespace
+
+std::optional<double> Ceiling::matrix_rate(DType flops_dtype) const {
+  switch (flops_dtype) {
+    case DType::f8e4m3: return fp8_tflops;
+    case DType::i8: return int8_tops;
+    default: return bf16_tflops;
+  }
+}
+
+double floor_ms(double flops, double min_bytes, const Ceiling& ceiling, DType flops_dtype) {
+  return std::max(memory_floor_ms(min_bytes, ceiling), compute_floor_ms(flops, ceiling, flops_dtype));
+}
+
+std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceiling& ceiling,
+                                       DType flops_dtype) {
+  const double memory_ms = memory_floor_ms(min_bytes, ceiling);
+  const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype);
+  const double floor = std::max(memory_ms, compute_ms);
+  if (floor <= 0 || median_ms >= kFloorMargin * floor) return std::nullopt;
+  const std::string why =
+      memory_ms >= compute_ms
+          ? fmt::format("{:.4g} MB at the measured copy bandwidth of {:.0f} GB/s", min_bytes / 1e6, ceiling.copy_gbps)
+          : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.0f} TFLOP/s", flops / 1e9, name_of(flops_dtype),
+                        *ceiling.matrix_rate(flops_dtype));
+  return fmt::format("median time {:.4g} ms is below the speed-of-light floor of {:.4g} ms ({}); times under {:.0f}% "
+                     "of the floor are impossible",
+                     median_ms, floor, why, kFloorMargin * 100);
 }
 
 Performance performance_of(const TimingSummary& solution, const std::optional<TimingSummary>& baseline,
-                           double flops, double min_bytes, const Ceiling& ceiling) {
+                           double flops, double min_bytes, const Ceiling& ceiling, DType flops_dtype) {
   Performance p;
   p.solution = solution;
   p.baseline = baseline;
@@ -22,7 +58,7 @@ Performance performance_of(const TimingSummary& solution, const std::optional<Ti
   if (seconds > 0) {
     p.achieved_gbps = min_bytes / seconds / 1e9;
     p.achieved_tflops = flops / seconds / 1e12;
-    const double floor = floor_ms(flops, min_bytes, ceiling);
+    const double floor = floor_ms(flops, min_bytes, ceiling, flops_dtype);
     if (floor > 0) p.sol_fraction = floor / solution.median_ms;
   }
   if (baseline && solution.median_ms > 0) p.speedup = baseline->median_ms / solution.median_ms;

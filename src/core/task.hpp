@@ -81,6 +81,11 @@ struct Task {
   std::vector<ScalarSpec> scalars;
   std::string flops;      // formula in the axes
   std::string min_bytes;  // formula in the axes: bytes that must cross DRAM at least once
+  // The matrix rate the FLOPs run at, for the compute floor: bf16 (the default), f8e4m3 or i8.
+  DType flops_dtype = DType::bf16;
+  // The same inputs give the same output bytes on every call (no atomics whose order varies): the
+  // harness runs the correctness call twice and rejects a solution whose outputs differ.
+  bool deterministic = false;
   std::vector<Workload> workloads;
   // Tolerances of what TaskCode::comparable() returns beyond the outputs ([compare.<name>] tables).
   std::map<std::string, Tolerance> compare;

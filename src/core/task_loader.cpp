@@ -324,8 +324,8 @@ class TaskReader {
            error.description());
     }
     Fields fields(source_, root, "",
-                  {"name", "summary", "source", "baseline", "description", "axes", "flops", "min_bytes", "inputs",
-                   "outputs", "scalars", "compare", "workloads"});
+                  {"name", "summary", "source", "baseline", "description", "axes", "flops", "min_bytes", "flops_dtype",
+                   "deterministic", "inputs", "outputs", "scalars", "compare", "workloads"});
     task_.dir = task_dir_;
     read_name(fields);
     task_.summary = as_string(source_, fields.need("summary"), "summary");
@@ -336,6 +336,8 @@ class TaskReader {
     read_axes(fields.need("axes"));
     task_.flops = as_formula(source_, fields.need("flops"), "flops", task_.axes);
     task_.min_bytes = as_formula(source_, fields.need("min_bytes"), "min_bytes", task_.axes);
+    if (const toml::node* node = fields.find("flops_dtype")) read_flops_dtype(*node);
+    if (const toml::node* node = fields.find("deterministic")) task_.deterministic = as_bool(source_, *node, "deterministic");
     read_inputs(fields.need("inputs"));
     read_outputs(fields.need("outputs"));
     if (const toml::node* scalars = fields.find("scalars")) read_scalars(*scalars);
@@ -355,6 +357,15 @@ class TaskReader {
     if (task_.name != folder) {
       source_.bad(node, "name", fmt::format("must equal the task's folder under the tasks root, '{}'", folder));
     }
+  }
+
+  // Only the rates d2k measures (timing/ceilings.hpp) can be a floor's denominator.
+  void read_flops_dtype(const toml::node& node) {
+    const std::string name = as_string(source_, node, "flops_dtype");
+    const auto parsed = parse_dtype(name);
+    if (!parsed || (*parsed != DType::bf16 && *parsed != DType::f8e4m3 && *parsed != DType::i8))
+      source_.bad(node, "flops_dtype", fmt::format("'{}' is not a measured matrix rate (bf16, f8e4m3, i8)", name));
+    task_.flops_dtype = *parsed;
   }
 
   void read_axes(const toml::node& node) {

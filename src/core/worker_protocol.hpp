@@ -47,6 +47,13 @@ struct WorkerRequest {
   std::vector<WireScalar> scalars;
   bool time = true;  // false: the correctness call only
   TimingConfig timing;
+  // A second draw of the inputs, one file per input in `inputs` order (none: no second draw). The
+  // worker first runs the solution on it, in the same buffers the first draw then takes, and writes
+  // its outputs as <output file>.second: a solution that caches by address returns stale outputs.
+  std::vector<std::string> second_inputs;
+  // The task is deterministic: the second draw is run twice, outputs re-poisoned between, and the
+  // second run's outputs are written as <output file>.repeat for the orchestrator to compare.
+  bool repeat = false;
 };
 
 struct GuardViolation {
@@ -57,9 +64,10 @@ struct GuardViolation {
 
 struct WorkerResult {
   // ok: the outputs are written (and timed when asked); runtime_error: the solution failed to load or
-  // a call reported or caused an error; the phase says where.
+  // a call reported or caused an error; rejected: it was caught doing what it must not (threads left
+  // running after a call); the phase says where.
   std::string status = "ok";
-  std::string phase;    // load | workspace | prepare | run | timing
+  std::string phase;    // load | workspace | prepare | second_draw | repeat | run | timing
   std::string message;
   std::vector<GuardViolation> guard_violations;
   std::vector<double> samples_ms;  // one per timed call

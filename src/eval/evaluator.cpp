@@ -76,6 +76,28 @@ std::optional<std::string> changed_bytes(const std::filesystem::path& sent, cons
   return fmt::format("{} of {} bytes differ", differ, x.size());
 }
 
+// The seed of the second draw: another draw than the first for every seed, known only here.
+uint64_t second_seed(uint64_t seed) { return (seed ^ 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL + 1; }
+
+// The float64 oracle of one draw of the inputs, kept on the CPU.
+TensorMap oracle_of(const Task& task, const TaskCode& code, const TensorMap& inputs, const Scalars& scalars,
+                    Device device) {
+  auto placed = place_inputs(inputs, device, Precision::oracle);
+  auto want = call_reference(task, code, placed, scalars);
+  for (auto& [name, tensor] : want) tensor = widen(tensor);  // keep it on the CPU, off the GPU
+  return want;
+}
+
+TensorMap read_outputs(const Task& task, const Workload& workload, const WorkerRequest& request,
+                       const std::filesystem::path& dir, const std::string& suffix) {
+  TensorMap got;
+  for (std::size_t i = 0; i < task.outputs.size(); ++i) {
+    const auto& out = task.outputs[i];
+    got[out.name] = read_span(dir / (request.outputs[i].file + suffix), out.dtype, geometry_of(out, workload));
+  }
+  return got;
+}
+
 WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
   const auto geometry = geometry_of(spec, workload);
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
@@ -165,13 +187,14 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   step("inputs");
   const auto inputs = make_inputs(task, *code, workload, options_.seed);
 
+  // A second draw, a few elements away from the first, run first in the same buffers: outputs that
+  // follow the buffers' addresses or a sampled fingerprint rather than the contents show. Deterministic
+  // tasks run it twice and compare the bytes.
+  const auto second_inputs = make_second_inputs(task, *code, workload, inputs, second_seed(options_.seed));
+
   step("oracle");
-  TensorMap want;
-  {
-    auto placed = place_inputs(inputs, options_.device, Precision::oracle);
-    want = call_reference(task, *code, placed, scalars);
-    for (auto& [name, tensor] : want) tensor = widen(tensor);  // keep it on the CPU, off the GPU
-  }
+  const TensorMap want = oracle_of(task, *code, inputs, scalars, options_.device);
+  const TensorMap second_want = oracle_of(task, *code, second_inputs, scalars, options_.device);
 
   ScratchDir dir(options_.scratch_dir, safe_name(task.name + "-" + workload.name));
   WorkerRequest request;
@@ -182,7 +205,10 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   for (const auto& spec : task.inputs) {
     request.inputs.push_back(wire(spec, workload, "in-" + safe_name(spec.name) + ".bin"));
     write_span(inputs.at(spec.name), dir.path() / request.inputs.back().file);
+    request.second_inputs.push_back("in-" + safe_name(spec.name) + ".second.bin");
+    write_span(second_inputs.at(spec.name), dir.path() / request.second_inputs.back());
   }
+  request.repeat = task.deterministic;
   for (const auto& spec : task.outputs) request.outputs.push_back(wire(spec, workload, "out-" + safe_name(spec.name) + ".bin"));
   for (const auto& [spec, value] : scalars_of(task, workload)) request.scalars.push_back({spec->name, spec->is_int, value});
   {
@@ -214,6 +240,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     trace.message = fmt::format("the worker {} (phase: {})", process.describe(), have_result ? "timing" : "run");
     return trace;
   }
+  if (have_result && result.status == "rejected") {
+    trace.status = Status::rejected;
+    trace.message = fmt::format("{}: {}", result.phase, result.message);
+    return trace;
+  }
   if (have_result && result.status != "ok") {
     trace.status = Status::runtime_error;
     trace.message = fmt::format("{}: {}", result.phase, result.message);
@@ -227,16 +258,15 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
 
   step("checking");
-  TensorMap got;
-  for (std::size_t i = 0; i < task.outputs.size(); ++i) {
-    const auto& out = task.outputs[i];
-    got[out.name] = read_span(dir.path() / request.outputs[i].file, out.dtype, geometry_of(out, workload));
-  }
-  // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent.
-  for (std::size_t i = 0; i < task.inputs.size(); ++i) {
-    const auto& spec = task.inputs[i];
+  const TensorMap got = read_outputs(task, workload, request, dir.path(), "");
+  // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent,
+  // for both draws.
+  std::vector<std::string> sent_files = request.second_inputs;
+  for (const auto& input : request.inputs) sent_files.push_back(input.file);
+  for (std::size_t f = 0; f < sent_files.size(); ++f) {
+    const auto& spec = task.inputs[f % task.inputs.size()];
     if (const auto* out = task.find_output(spec.name); out && out->inplace) continue;
-    const auto sent = dir.path() / request.inputs[i].file;
+    const auto sent = dir.path() / sent_files[f];
     if (const auto changed = changed_bytes(sent, std::filesystem::path(sent.string() + ".after"))) {
       trace.status = Status::rejected;
       trace.message = fmt::format("modified its input '{}' ({}); inputs are read-only", spec.name, *changed);
@@ -248,7 +278,35 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   if (verdict.status != Status::passed) {
     trace.status = verdict.status;
     trace.message = verdict.message;
+    // Wrong for its own inputs but right for the draw the same buffers held before: the solution
+    // answers by address (a cache), not by content.
+    if (check(task, *code, scalars, got, second_want, {}).status == Status::passed) {
+      trace.status = Status::rejected;
+      trace.message = "returned the outputs of the inputs the same buffers held in the previous call, which differed "
+                      "in a few elements: its outputs follow the addresses (or a sample) of the inputs, not their "
+                      "contents (a cache?)";
+    }
     return trace;
+  }
+  const auto second_got = read_outputs(task, workload, request, dir.path(), ".second");
+  if (auto second = check(task, *code, scalars, second_got, second_want, result.guard_violations);
+      second.status != Status::passed) {
+    trace.status = second.status;
+    trace.message = fmt::format("on a second draw of the inputs (about 1 in {} elements changed, seed {}): {}",
+                                kSecondDrawChange, second_seed(options_.seed), second.message);
+    return trace;
+  }
+  if (request.repeat) {
+    for (std::size_t i = 0; i < task.outputs.size(); ++i) {
+      const auto file = dir.path() / request.outputs[i].file;
+      if (const auto differ = changed_bytes(file.string() + ".second", file.string() + ".repeat")) {
+        trace.status = Status::rejected;
+        trace.message = fmt::format("output '{}' changed between two runs on the same inputs ({}); the task is "
+                                    "deterministic, so the outputs must not depend on anything but the inputs",
+                                    task.outputs[i].name, *differ);
+        return trace;
+      }
+    }
   }
   if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
 
@@ -259,13 +317,20 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     trace.message = "the worker returned no timing samples";
     return trace;
   }
+  const double flops = flops_of(task, workload), min_bytes = min_bytes_of(task, workload);
+  const auto summary = summarize(result.samples_ms);
+  if (const auto impossible = below_floor(summary.median_ms, flops, min_bytes, options_.ceiling, task.flops_dtype)) {
+    // Faster than the machine can go: the timer was cheated somehow; no speedup is reported.
+    trace.status = Status::rejected;
+    trace.message = *impossible;
+    return trace;
+  }
   std::optional<TimingSummary> baseline;
   if (options_.baseline) {
     step("timing the eager baseline");
     baseline = baseline_time(task, workload, *code, inputs, scalars);
   }
-  trace.performance = performance_of(summarize(result.samples_ms), baseline, flops_of(task, workload),
-                                     min_bytes_of(task, workload), options_.ceiling);
+  trace.performance = performance_of(summary, baseline, flops, min_bytes, options_.ceiling, task.flops_dtype);
   return trace;
 }
 

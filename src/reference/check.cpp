@@ -118,10 +118,18 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
   verdict.status = Status::incorrect_numerics;
   for (const auto& c : verdict.comparisons) {
     if (c.passed) continue;
-    verdict.message = c.non_finite
-        ? fmt::format("'{}': {} of {} elements are NaN or Inf", c.name, c.non_finite, c.elements)
-        : fmt::format("'{}': {} of {} elements outside tolerance (worst at {}: got {:.6g}, want {:.6g}); nmse {:.3g}",
-                      c.name, c.mismatches, c.elements, c.worst_index, c.worst_got, c.worst_want, c.nmse);
+    const auto* tolerance = task.tolerance_for(c.name);
+    if (c.non_finite) {
+      verdict.message = fmt::format("'{}': {} of {} elements are NaN or Inf", c.name, c.non_finite, c.elements);
+    } else if (c.mismatches == 0 && tolerance) {
+      // Every element within its bound, but the error as a whole is too large: a systematic loss.
+      verdict.message = fmt::format("'{}': nmse {:.3g} is above the bound {:.3g}, with every element within tolerance "
+                                    "(worst at {}: got {:.6g}, want {:.6g})",
+                                    c.name, c.nmse, tolerance->nmse, c.worst_index, c.worst_got, c.worst_want);
+    } else {
+      verdict.message = fmt::format("'{}': {} of {} elements outside tolerance (worst at {}: got {:.6g}, want {:.6g}); nmse {:.3g}",
+                                    c.name, c.mismatches, c.elements, c.worst_index, c.worst_got, c.worst_want, c.nmse);
+    }
     break;
   }
   return verdict;

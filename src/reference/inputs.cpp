@@ -91,6 +91,32 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
   return inputs;
 }
 
+TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
+                             uint64_t seed) {
+  auto fresh = make_inputs(task, code, workload, seed);
+  {
+    auto probe = at::make_generator<at::CPUGeneratorImpl>(seed);
+    if (code.make_inputs(task, workload, probe)) return fresh;
+  }
+  TensorMap mixed;
+  for (std::size_t i = 0; i < task.inputs.size(); ++i) {
+    const auto& spec = task.inputs[i];
+    const auto& old_values = first.at(spec.name);
+    const auto& new_values = fresh.at(spec.name);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 7919ULL + i);
+    auto change = at::empty(old_values.sizes(), at::TensorOptions().dtype(at::kDouble))
+                      .uniform_(0.0, 1.0, gen)
+                      .lt(1.0 / static_cast<double>(kSecondDrawChange));
+    // At least one element, so that a tiny input differs too; where the fresh value happens to equal
+    // the old one the element is still "changed", harmlessly.
+    if (change.numel() > 0) change.view(-1)[at::randint(change.numel(), {1}, gen).item<int64_t>()].fill_(true);
+    // Logical values of both draws in float64 (exact for every input dtype), mixed, laid out again.
+    auto values = at::where(change, new_values.to(at::kDouble), old_values.to(at::kDouble));
+    mixed[spec.name] = lay_out(values.to(to_torch(spec.dtype)), geometry_of(spec, workload));
+  }
+  return mixed;
+}
+
 Scalars scalars_for(const Task& task, const Workload& workload) {
   Scalars scalars;
   for (const auto& [spec, value] : scalars_of(task, workload)) scalars.values[spec->name] = value;

@@ -17,6 +17,7 @@
 #include "timing/stats.hpp"
 
 #ifdef D2K_WITH_CUDA
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #endif
 
@@ -33,6 +34,7 @@ constexpr int kGemmSize = 8192;
 constexpr int kCopySamples = 20;
 constexpr int kGemmSamples = 10;
 constexpr int kWarmup = 3;
+constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
 std::string utc_now() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
@@ -111,6 +113,105 @@ std::vector<uint16_t> random_bf16(std::size_t count, uint64_t seed) {
   return values;
 }
 
+// Random one-byte values. fp8 e4m3: sign, exponent 4..7 (magnitudes 1/8 to 2), any mantissa, so never
+// NaN (0x7F, 0xFF) and never zero; int8: -64..63. Not zeros, for the reason random_bf16 gives.
+std::vector<uint8_t> random_bytes(std::size_t count, uint64_t seed, bool fp8) {
+  std::vector<uint8_t> values(count);
+  uint64_t state = seed;
+  for (auto& value : values) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto bits = static_cast<uint32_t>(state >> 33);
+    value = fp8 ? static_cast<uint8_t>((bits & 0x80) | ((4 + ((bits >> 3) & 3)) << 3) | (bits & 7))
+                : static_cast<uint8_t>(static_cast<int>(bits % 128) - 64);
+  }
+  return values;
+}
+
+// Owners of the cuBLASLt objects one product needs.
+struct LtProduct {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  LtProduct() = default;
+  LtProduct(const LtProduct&) = delete;
+  LtProduct& operator=(const LtProduct&) = delete;
+  ~LtProduct() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+// The dense rate, in 1e12 per second, of an n^3 one-byte product through cuBLASLt: fp8 (e4m3 in,
+// fp32 accumulate, bf16 out, unit scales) or int8 (i8 in, i32 accumulate and out). Both in the TN
+// layout (A transposed, both operands K-major), the one layout Hopper's fp8 and int8 kernels take.
+double lt_rate(cudaStream_t stream, bool fp8) {
+  const int n = kGemmSize;
+  const std::size_t elements = std::size_t{kGemmSize} * kGemmSize;
+  const std::size_t out_bytes = elements * (fp8 ? sizeof(uint16_t) : sizeof(int32_t));
+  DeviceBuffer a(elements), b(elements), d(out_bytes), workspace(kLtWorkspaceBytes), scales(2 * sizeof(float));
+  std::vector<uint8_t> host = random_bytes(elements, 3, fp8);
+  check_cuda(cudaMemcpy(a.get(), host.data(), elements, cudaMemcpyHostToDevice), "cudaMemcpy");
+  host = random_bytes(elements, 4, fp8);
+  check_cuda(cudaMemcpy(b.get(), host.data(), elements, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const float ones[2] = {1.0f, 1.0f};
+  check_cuda(cudaMemcpy(scales.get(), ones, sizeof ones, cudaMemcpyHostToDevice), "cudaMemcpy");
+
+  const cudaDataType in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
+  const cudaDataType out_type = fp8 ? CUDA_R_16BF : CUDA_R_32I;
+  const cudaDataType scale_type = fp8 ? CUDA_R_32F : CUDA_R_32I;
+  const cublasComputeType_t compute = fp8 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32I;
+  LtProduct lt;
+  check_cublas(cublasLtCreate(&lt.handle), "cublasLtCreate");
+  check_cublas(cublasLtMatmulDescCreate(&lt.desc, compute, scale_type), "cublasLtMatmulDescCreate");
+  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+  check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
+               "cublasLtMatmulDescSetAttribute(TRANSA)");
+  check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep),
+               "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (fp8) {
+    // The per-tensor scales of A and B a real fp8 GEMM carries; ones leave the values alone. (D is
+    // bf16: a D scale applies only to an fp8 D.)
+    const auto* scale = static_cast<const float*>(scales.get());
+    const void* a_scale = scale;
+    const void* b_scale = scale + 1;
+    check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale),
+                 "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
+    check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale),
+                 "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+  }
+  // Column-major: A is stored K x M (transposed by the op), B K x N, C = D M x N.
+  check_cublas(cublasLtMatrixLayoutCreate(&lt.a, in_type, n, n, n), "cublasLtMatrixLayoutCreate(A)");
+  check_cublas(cublasLtMatrixLayoutCreate(&lt.b, in_type, n, n, n), "cublasLtMatrixLayoutCreate(B)");
+  check_cublas(cublasLtMatrixLayoutCreate(&lt.c, out_type, n, n, n), "cublasLtMatrixLayoutCreate(C)");
+  check_cublas(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
+  const std::size_t workspace_bytes = kLtWorkspaceBytes;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace_bytes, sizeof workspace_bytes),
+               "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  check_cublas(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.desc, lt.a, lt.b, lt.c, lt.c, lt.preference, 1,
+                                              &heuristic, &found),
+               "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) fail("cuBLASLt has no {} algorithm for an {}^3 product", fp8 ? "fp8 (e4m3)" : "int8", n);
+
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const int32_t alpha_i = 1, beta_i = 0;
+  const void* alpha = fp8 ? static_cast<const void*>(&alpha_f) : static_cast<const void*>(&alpha_i);
+  const void* beta = fp8 ? static_cast<const void*>(&beta_f) : static_cast<const void*>(&beta_i);
+  double ms = median_ms(stream, kGemmSamples, [&] {
+    check_cublas(cublasLtMatmul(lt.handle, lt.desc, alpha, a.get(), lt.a, b.get(), lt.b, beta, d.get(), lt.c,
+                                d.get(), lt.c, &heuristic.algo, workspace.get(), kLtWorkspaceBytes, stream),
+                 fp8 ? "cublasLtMatmul (fp8)" : "cublasLtMatmul (int8)");
+  });
+  return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
+}
+
 Ceilings measure_cuda() {
   CudaStream stream;
   Ceilings ceilings;
@@ -145,6 +246,8 @@ Ceilings measure_cuda() {
     double flops = 2.0 * kGemmSize * double(kGemmSize) * kGemmSize;
     ceilings.bf16_tflops = flops / (ms * 1e-3) / 1e12;
   }
+  ceilings.fp8_tflops = lt_rate(stream.get(), true);
+  ceilings.int8_tops = lt_rate(stream.get(), false);
   return ceilings;
 }
 #endif
@@ -203,6 +306,8 @@ Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh,
   if (progress) {
     *progress << fmt::format("  copy {:.0f} GB/s", ceilings.copy_gbps);
     if (ceilings.bf16_tflops) *progress << fmt::format(", bf16 {:.0f} TFLOP/s", *ceilings.bf16_tflops);
+    if (ceilings.fp8_tflops) *progress << fmt::format(", fp8 {:.0f} TFLOP/s", *ceilings.fp8_tflops);
+    if (ceilings.int8_tops) *progress << fmt::format(", int8 {:.0f} TOPS", *ceilings.int8_tops);
     *progress << fmt::format("; cached in {}\n", file.string());
   }
   std::error_code error;

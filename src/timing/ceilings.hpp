@@ -17,11 +17,14 @@ struct Ceilings {
   std::string device_id;              // see timing/device_info.hpp
   double copy_gbps = 0;               // bytes read + bytes written per second, in 1e9 bytes
   std::optional<double> bf16_tflops;  // dense bf16 in, fp32 accumulate; none on the cpu device
+  std::optional<double> fp8_tflops;   // dense f8e4m3 in, fp32 accumulate (cuBLASLt); none on the cpu device
+  std::optional<double> int8_tops;    // dense i8 in, i32 accumulate (cuBLASLt); none on the cpu device
   std::string measured_at;            // ISO 8601, UTC
 };
 
-// cuda: the median of device-to-device copies of 1 GiB, and of cuBLAS 8192^3 bf16 products on random
-// data. cpu: the median of memcpy of 256 MiB; no matrix rate. Takes seconds.
+// cuda: the median of device-to-device copies of 1 GiB, of cuBLAS 8192^3 bf16 products and of
+// cuBLASLt 8192^3 fp8 (e4m3) and int8 products, all on random data. cpu: the median of memcpy of
+// 256 MiB; no matrix rate. Takes seconds.
 Ceilings measure_ceilings(Device device);
 
 // Where the ceilings of this machine's device are cached:

@@ -1,13 +1,19 @@
 #include "worker/worker.hpp"
 
+#include <link.h>
+
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -17,6 +23,7 @@
 #include "worker/buffers.hpp"
 #include "worker/library.hpp"
 #include "worker/request.hpp"
+#include "worker/threads.hpp"
 
 namespace fs = std::filesystem;
 
@@ -29,8 +36,49 @@ struct SolutionFailure {
   std::string message;
 };
 
+// The solution was caught doing what it must not: a rejected result, with the phase it was caught in.
+struct SolutionRejected {
+  std::string phase;
+  std::string message;
+};
+
 // Thrown out of a timed call so that the timer stops at the first failing call.
 struct TimedCallFailed {};
+
+// The shared objects loaded in this process, by path.
+std::set<std::string> loaded_objects() {
+  std::set<std::string> paths;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0')
+          static_cast<std::set<std::string>*>(out)->insert(info->dlpi_name);
+        return 0;
+      },
+      &paths);
+  return paths;
+}
+
+// Libraries that do a task's work for it (or are the reference's own): a solution that loads one at
+// run time, past the build's link line, is calling what the task does not allow. The driver may load
+// helpers of its own lazily, so this is a list of what is forbidden, not of what is allowed.
+constexpr std::array<std::string_view, 12> kForbiddenLibraries = {
+    "libtorch", "libc10", "libcublas", "libcudnn", "libcufft", "libcusparse",
+    "libcusolver", "libcurand", "libnccl", "libcutlass", "libtriton", "libmkl"};
+
+std::optional<std::string> forbidden_library(const std::string& path) {
+  const std::string file = fs::path(path).filename().string();
+  for (std::string_view name : kForbiddenLibraries)
+    if (file.rfind(name, 0) == 0) return file;
+  return std::nullopt;
+}
+
+// The threads of this process, as the kernel lists them.
+int thread_count() {
+  std::error_code error;
+  int count = 0;
+  for (fs::directory_iterator it("/proc/self/task", error), end; !error && it != end; it.increment(error)) ++count;
+  return count;
+}
 
 void write_text(const fs::path& file, const std::string& text) {
   // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one.
@@ -79,6 +127,7 @@ class Evaluation {
   void workspace();
   void prepare();
   void correctness();
+  void second_draw();
   void timing();
   void release();
 
@@ -89,9 +138,15 @@ class Evaluation {
   std::optional<std::string> device_error();
   std::string solution_message(const char* entry, int code);
   void check_guards();
-  void write_outputs();
-  void write_inputs_after();
+  void check_leftovers(const std::string& phase);
+  void check_threads(const std::string& phase);
+  void check_libraries(const std::string& phase);
+  void upload_inputs(const std::vector<std::string>& files);
+  void poison_outputs();
+  void write_outputs(const std::string& suffix = "");
+  void write_inputs_after(const std::vector<std::string>& files);
   void write_result();
+  std::vector<std::string> first_inputs() const;
 
   WorkerRequest request_;
   fs::path dir_;
@@ -110,6 +165,7 @@ class Evaluation {
   void* prepared_ = nullptr;
   bool prepared_ok_ = false;
   bool device_broken_ = false;  // a sticky device fault: nothing more can be read from it
+  int threads_before_ = 0;      // before the solution was loaded: the worker's own and the runtime's
 };
 
 void Evaluation::setup() {
@@ -163,6 +219,14 @@ void Evaluation::setup() {
   call_.num_scalars = static_cast<int32_t>(scalars_.size());
   call_.stream = stream;
   call_.error = error_;
+  if (!request_.second_inputs.empty() && request_.second_inputs.size() != request_.inputs.size())
+    fail("the request has {} second inputs for {} inputs", request_.second_inputs.size(), request_.inputs.size());
+#ifdef D2K_WITH_CUDA
+  // The runtime's own threads start with the context and its first copies, all done by now.
+  if (device == Device::cuda) check_cuda(cudaDeviceSynchronize(), "synchronizing after setup");
+#endif
+  threads_before_ = thread_count();
+  start_counting_threads();
 }
 
 void Evaluation::run() {
@@ -179,6 +243,10 @@ void Evaluation::run() {
     result_.status = "runtime_error";
     result_.phase = failure.phase;
     result_.message = failure.message;
+  } catch (const SolutionRejected& rejected) {
+    result_.status = "rejected";
+    result_.phase = rejected.phase;
+    result_.message = rejected.message;
   }
   release();
   write_result();
@@ -193,6 +261,7 @@ void Evaluation::load() {
   } catch (const Error& error) {
     throw SolutionFailure{"load", error.what()};
   }
+  check_libraries("load");
 }
 
 void Evaluation::workspace() {
@@ -220,10 +289,36 @@ void Evaluation::prepare() {
 }
 
 void Evaluation::correctness() {
+  if (!request_.second_inputs.empty()) second_draw();
   call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
+  check_leftovers("run");
   write_outputs();
-  write_inputs_after();
+  write_inputs_after(first_inputs());
+}
+
+// The second draw runs first, in the very buffers the first draw then fills: a solution that keys a
+// cache on the addresses it is handed returns the second draw's outputs for the first, which the
+// orchestrator's check of the first draw sees. With `repeat`, the second draw runs twice on the same
+// bytes, outputs poisoned before each run, and both runs' outputs go back to be compared.
+void Evaluation::second_draw() {
+  upload_inputs(request_.second_inputs);
+  poison_outputs();
+  call_solution("second_draw", "d2k_run", [&] { return library_.run(&call_); });
+  check_guards();
+  check_leftovers("second_draw");
+  write_outputs(".second");
+  if (request_.repeat) {
+    upload_inputs(request_.second_inputs);  // in-place outputs changed them
+    poison_outputs();
+    call_solution("repeat", "d2k_run", [&] { return library_.run(&call_); });
+    check_guards();
+    check_leftovers("repeat");
+    write_outputs(".repeat");
+  }
+  write_inputs_after(request_.second_inputs);
+  upload_inputs(first_inputs());
+  poison_outputs();
 }
 
 void Evaluation::timing() {
@@ -241,9 +336,11 @@ void Evaluation::timing() {
   }
   error_[0] = '\0';
   int code = 0;
+  bool thread_left = false;
   auto timed_call = [&] {
     code = library_.run(&call_);
     if (code != 0) throw TimedCallFailed{};
+    thread_left = thread_left || threads_running() > 0;  // one atomic load: no cost worth timing
   };
   try {
     result_.samples_ms = measure(request_.device, timed_call, call_.stream, request_.timing);
@@ -259,8 +356,12 @@ void Evaluation::timing() {
     throw SolutionFailure{"timing", "d2k_run threw an exception that is not a std::exception"};
   }
   check_guards();
+  if (thread_left)
+    throw SolutionRejected{"timing", "left a thread running after a timed call of d2k_run returned; work must be "
+                                     "done, and its threads ended, within the call"};
+  check_leftovers("timing");
   if (check_timed_outputs) write_outputs();
-  write_inputs_after();
+  write_inputs_after(first_inputs());
 }
 
 void Evaluation::release() {
@@ -329,18 +430,74 @@ void Evaluation::check_guards() {
   }
 }
 
-void Evaluation::write_outputs() {
-  for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
-    write_text(dir_ / request_.outputs[i].file, output_buffers_[i]->download());
+void Evaluation::check_leftovers(const std::string& phase) {
+  check_threads(phase);
+  check_libraries(phase);
+}
+
+// What the solution linked was checked when it loaded (`load`); what it opens itself shows here.
+void Evaluation::check_libraries(const std::string& phase) {
+  for (const std::string& path : loaded_objects()) {
+    if (auto library = forbidden_library(path)) {
+      throw SolutionRejected{phase, fmt::format("loaded {} ({}); a solution may use no library that does the "
+                                                "task's work (torch, cuBLAS, cuDNN, ...)",
+                                                *library, path)};
+    }
   }
 }
 
-// The inputs as the solution left them, for the orchestrator to compare with what it sent (inputs are
-// read-only but for the in-place outputs). The comparison happens there, out of the solution's reach.
-void Evaluation::write_inputs_after() {
+// A solution may do its work in threads of its own, but none may outlive the call: a thread left
+// running can compute the outputs after the call returned (or while the next call is timed), where
+// no timer sees it. Threads started through pthread_create are counted exactly (threads.hpp); the
+// count of /proc/self/task catches the others, with a moment's grace for a joined thread that the
+// kernel has not yet removed from the list.
+void Evaluation::check_threads(const std::string& phase) {
+  if (const int running = threads_running(); running > 0) {
+    throw SolutionRejected{phase, fmt::format("left {} thread(s) running after d2k_run returned; work must be done, "
+                                              "and its threads ended, within the call",
+                                              running)};
+  }
+  int now = thread_count();
+  for (int retry = 0; retry < 2 && now > threads_before_; ++retry) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    now = thread_count();
+  }
+  if (now <= threads_before_) return;
+  throw SolutionRejected{
+      phase, fmt::format("left {} thread(s) running after d2k_run returned ({} before the solution was loaded, {} "
+                         "after); work must be done, and its threads ended, within the call",
+                         now - threads_before_, threads_before_, now)};
+}
+
+void Evaluation::upload_inputs(const std::vector<std::string>& files) {
+  for (std::size_t i = 0; i < files.size(); ++i) buffers_[i]->upload(read_bytes(dir_ / files[i]));
+}
+
+// NaN for floats, -1 for integers; in-place outputs are their inputs, uploaded instead.
+void Evaluation::poison_outputs() {
+  for (std::size_t i = 0; i < request_.outputs.size(); ++i)
+    if (!request_.outputs[i].inplace) output_buffers_[i]->fill(0xFF);
+}
+
+std::vector<std::string> Evaluation::first_inputs() const {
+  std::vector<std::string> files;
+  for (const auto& input : request_.inputs) files.push_back(input.file);
+  return files;
+}
+
+void Evaluation::write_outputs(const std::string& suffix) {
+  for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
+    write_text(dir_ / (request_.outputs[i].file + suffix), output_buffers_[i]->download());
+  }
+}
+
+// The inputs as the solution left them, for the orchestrator to compare with what it sent (`files`,
+// one per input; inputs are read-only but for the in-place outputs). The comparison happens there, out
+// of the solution's reach.
+void Evaluation::write_inputs_after(const std::vector<std::string>& files) {
   for (std::size_t i = 0; i < request_.inputs.size(); ++i) {
     if (inplace_output(request_, request_.inputs[i])) continue;
-    write_text(dir_ / (request_.inputs[i].file + ".after"), buffers_[i]->download());
+    write_text(dir_ / (files[i] + ".after"), buffers_[i]->download());
   }
 }
 

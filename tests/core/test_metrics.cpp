@@ -28,6 +28,40 @@ TEST(Metrics, NoBaselineNoSpeedupAndNoCeilingNoSol) {
   EXPECT_FALSE(p.sol_fraction.has_value());
 }
 
+TEST(Metrics, TheComputeFloorUsesTheTasksMatrixRate) {
+  Ceiling c{4000.0, 800.0};
+  c.fp8_tflops = 1600.0;
+  c.int8_tops = 1500.0;
+  // 16 TFLOP over 1 MB: 20 ms at the bf16 rate, 10 ms at fp8, 10.67 ms at int8.
+  EXPECT_NEAR(floor_ms(16e12, 1e6, c), 20.0, 1e-9);
+  EXPECT_NEAR(floor_ms(16e12, 1e6, c, DType::f8e4m3), 10.0, 1e-9);
+  EXPECT_NEAR(floor_ms(16e12, 1e6, c, DType::i8), 16e12 / 1500e12 * 1e3, 1e-9);
+  const auto p = performance_of(TimingSummary{20.0, 0, 0, 0, 0, 1}, std::nullopt, 16e12, 1e6, c, DType::f8e4m3);
+  EXPECT_NEAR(*p.sol_fraction, 0.5, 1e-12);
+  // An unmeasured rate leaves only the memory floor.
+  c.int8_tops.reset();
+  EXPECT_NEAR(floor_ms(16e12, 4e9, c, DType::i8), 1.0, 1e-12);
+}
+
+TEST(Metrics, BelowFloorRejectsOnlyImpossibleTimesAndShowsTheNumbers) {
+  const Ceiling h200{4000.0, 800.0};
+  // 67.1 MB at 4000 GB/s: a floor of 16.78 us; the boundary is 80% of it, 13.42 us.
+  const double bytes = 67108864.0, floor = bytes / 4000e9 * 1e3;
+  EXPECT_FALSE(below_floor(floor, 0, bytes, h200).has_value());
+  EXPECT_FALSE(below_floor(0.81 * floor, 0, bytes, h200).has_value());
+  const auto why = below_floor(0.5 * floor, 0, bytes, h200);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("below the speed-of-light floor of 0.01678 ms"), std::string::npos) << *why;
+  EXPECT_NE(why->find("67.11 MB at the measured copy bandwidth of 4000 GB/s"), std::string::npos) << *why;
+  EXPECT_NE(why->find("0.008389 ms"), std::string::npos) << *why;
+  // Compute-bound: the reason names the rate and its dtype.
+  const auto compute = below_floor(0.1, 1e12, 1e6, h200);
+  ASSERT_TRUE(compute.has_value());
+  EXPECT_NE(compute->find("1000 GFLOP at the measured bf16 rate of 800 TFLOP/s"), std::string::npos) << *compute;
+  // No ceiling, no floor: nothing is impossible.
+  EXPECT_FALSE(below_floor(1e-9, 1e12, 1e9, Ceiling{}).has_value());
+}
+
 TEST(Metrics, Geomean) {
   EXPECT_FALSE(geomean({}).has_value());
   EXPECT_NEAR(*geomean({2.0, 8.0}), 4.0, 1e-12);

@@ -58,6 +58,8 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
   EXPECT_EQ(task.summary, "Residual add then RMSNorm in place, with per-group scales");
   EXPECT_EQ(task.source, "a test fixture modeled on vLLM fused_add_rms_norm");
   EXPECT_EQ(task.baseline, "residual += x; x = residual * rsqrt(mean(residual^2) + eps) * w");
+  EXPECT_EQ(task.flops_dtype, DType::bf16);  // the defaults of the optional keys
+  EXPECT_FALSE(task.deterministic);
   EXPECT_EQ(task.description, "The fixture every loader test starts from.\n");
   EXPECT_EQ(task.axes, (std::vector<std::string>{"T", "H", "G"}));
   EXPECT_EQ(task.flops, "4 * T * H");
@@ -121,6 +123,17 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
 
   EXPECT_EQ(task.guidance.items.size(), 6u);
   EXPECT_EQ(task.guidance.items[5].id, "L3.2");
+}
+
+TEST(TaskLoader, FlopsDtypeAndDeterministicAreRead) {
+  FixtureCopy copy;
+  const fs::path file = copy.dir() / "task.toml";
+  std::string text = read_text(file);
+  text.replace(text.find("flops = "), 0, "flops_dtype = \"f8e4m3\"\ndeterministic = true\n");
+  write_text(file, text);
+  const Task task = load_task(copy.dir(), copy.root());
+  EXPECT_EQ(task.flops_dtype, DType::f8e4m3);
+  EXPECT_TRUE(task.deterministic);
 }
 
 TEST(TaskLoader, WorkloadInitsOverrideOnTopOfTheInputsInit) {
@@ -356,6 +369,10 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:@: name = \"demo/rms\": must equal the task's folder under the tasks root, 'demo/rms_add'"}},
         Broken{"unknown_top_level_key", {{"flops = \"4 * T * H\"", "flopz = \"T\"\nflops = \"4 * T * H\""}},
                {"task.toml:@: flopz: unknown key (known keys: name, summary"}},
+        Broken{"flops_dtype_not_a_measured_rate", {{"flops = \"4 * T * H\"", "flops_dtype = \"f16\"\nflops = \"4 * T * H\""}},
+               {"task.toml:@: flops_dtype = \"f16\": 'f16' is not a measured matrix rate (bf16, f8e4m3, i8)"}},
+        Broken{"deterministic_not_a_bool", {{"flops = \"4 * T * H\"", "deterministic = \"yes\"\nflops = \"4 * T * H\""}},
+               {"task.toml:@: deterministic = \"yes\": must be true or false"}},
         Broken{"missing_summary", {{"summary = \"Residual add then RMSNorm in place, with per-group scales\"\n", ""}},
                {"missing required key 'summary'"}},
         Broken{"empty_source", {{"source = \"a test fixture modeled on vLLM fused_add_rms_norm\"", "source = \"\""}},

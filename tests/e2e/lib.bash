@@ -21,3 +21,18 @@ expect_eq() {
   if [ "$1" != "$2" ]; then echo "FAIL: $3: got '$1', expected '$2'" >&2; exit 1; fi
   echo "ok: $3 = $1"
 }
+log_of() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(next(t["log"] for t in d["traces"] if t["workload"]==sys.argv[2]))' "$1" "$2"
+}
+median_of() {  # FILE WORKLOAD: the solution's median time in ms
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(next(t["performance"]["solution"]["median_ms"] for t in d["traces"] if t["workload"]==sys.argv[2]))' "$1" "$2"
+}
+# expect_caught FILE WORKLOAD STATUS FRAGMENT NAME: the trace has the status, and its message (or, for
+# a compile error, its log) contains the fragment.
+expect_caught() {
+  local json=$1 workload=$2 status=$3 fragment=$4 name=$5 text
+  expect_eq "$(status_of "$json" "$workload")" "$status" "$name on $workload"
+  text="$(message_of "$json" "$workload") $(log_of "$json" "$workload")"
+  case "$text" in *"$fragment"*) echo "ok: $name: reason names '$fragment': $(message_of "$json" "$workload")";;
+    *) echo "FAIL: $name: reason lacks '$fragment': $(message_of "$json" "$workload")" >&2; exit 1;; esac
+}

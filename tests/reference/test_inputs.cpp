@@ -33,6 +33,30 @@ TEST(Inputs, SameSeedSameValuesOtherSeedOtherValues) {
   EXPECT_FALSE(at::equal(one.at("a").flatten().narrow(0, 0, 256), one.at("b")));  // independent streams
 }
 
+TEST(Inputs, TheSecondDrawChangesAFewElementsOfEveryInputAndKeepsTheLayout) {
+  auto task = task_with(InputInit{.dist = "normal", .std = 2.0}, DType::bf16);
+  task.inputs[0].strides = {"H + 8", "1"};  // a padded row stride survives the mix
+  task.inputs[1].shape = {"4"};             // a tiny input still gets one change
+  Identity code;
+  const auto& w = task.workloads[0];
+  const auto first = make_inputs(task, code, w, 21);
+  const auto second = make_second_inputs(task, code, w, first, 22);
+  const auto again = make_second_inputs(task, code, w, first, 22);
+  for (const char* name : {"a", "b"}) {
+    const auto& x = first.at(name);
+    const auto& y = second.at(name);
+    EXPECT_EQ(y.sizes(), x.sizes()) << name;
+    EXPECT_EQ(y.strides(), x.strides()) << name;
+    EXPECT_EQ(y.scalar_type(), x.scalar_type()) << name;
+    EXPECT_TRUE(at::equal(y, again.at(name))) << name << ": the same seed gives the same draw";
+    const int64_t changed = x.ne(y).sum().item<int64_t>();
+    EXPECT_GE(changed, 1) << name;
+    // About numel / 1024: 16 expected for a [64, 256]; a generous band for the binomial spread.
+    EXPECT_LE(changed, std::max<int64_t>(1, 4 * x.numel() / kSecondDrawChange)) << name;
+  }
+  EXPECT_GE(first.at("a").ne(second.at("a")).sum().item<int64_t>(), 4);
+}
+
 TEST(Inputs, ShapeDtypeAndDistribution) {
   const auto task = task_with(InputInit{.dist = "normal", .mean = 3.0, .std = 0.5}, DType::bf16);
   Identity code;

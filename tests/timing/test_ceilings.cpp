@@ -20,6 +20,8 @@ TEST(Ceilings, CpuCopyIsMeasuredAndCached) {
   EXPECT_GT(first.copy_gbps, 0.1);
   EXPECT_LT(first.copy_gbps, 2000.0);
   EXPECT_FALSE(first.bf16_tflops.has_value());
+  EXPECT_FALSE(first.fp8_tflops.has_value());
+  EXPECT_FALSE(first.int8_tops.has_value());
   EXPECT_EQ(first.device_id, device_id(Device::cpu));
   EXPECT_FALSE(first.device_name.empty());
   EXPECT_EQ(first.measured_at.size(), 20u);  // 2025-01-02T03:04:05Z
@@ -34,11 +36,17 @@ TEST(Ceilings, CpuCopyIsMeasuredAndCached) {
   Ceilings edited = first;
   edited.copy_gbps = 12345.5;
   edited.bf16_tflops = 7.25;
+  edited.fp8_tflops = 14.5;
+  edited.int8_tops = 13.75;
   std::ofstream(file) << nlohmann::json(edited).dump();
   Ceilings second = cached_ceilings(Device::cpu, dir, false, nullptr);
   EXPECT_DOUBLE_EQ(second.copy_gbps, 12345.5);
   ASSERT_TRUE(second.bf16_tflops.has_value());
   EXPECT_DOUBLE_EQ(*second.bf16_tflops, 7.25);
+  ASSERT_TRUE(second.fp8_tflops.has_value());
+  EXPECT_DOUBLE_EQ(*second.fp8_tflops, 14.5);
+  ASSERT_TRUE(second.int8_tops.has_value());
+  EXPECT_DOUBLE_EQ(*second.int8_tops, 13.75);
   EXPECT_EQ(second.measured_at, first.measured_at);
 
   std::ostringstream progress;
@@ -46,4 +54,16 @@ TEST(Ceilings, CpuCopyIsMeasuredAndCached) {
   EXPECT_LT(refreshed.copy_gbps, 2000.0);
   EXPECT_NE(progress.str().find("measuring"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// A cache written before the fp8 and int8 rates were measured still reads: those rates are unknown.
+TEST(Ceilings, ACacheWithoutTheNewerRatesReadsAsUnknownRates) {
+  const auto old = nlohmann::json::parse(R"({"device_name": "NVIDIA H200", "device_id": "GPU-1234",
+      "copy_gbps": 4203.5, "bf16_tflops": 773.0, "measured_at": "2026-11-29T10:00:00Z"})");
+  const Ceilings read = old.get<Ceilings>();
+  EXPECT_DOUBLE_EQ(read.copy_gbps, 4203.5);
+  ASSERT_TRUE(read.bf16_tflops.has_value());
+  EXPECT_DOUBLE_EQ(*read.bf16_tflops, 773.0);
+  EXPECT_FALSE(read.fp8_tflops.has_value());
+  EXPECT_FALSE(read.int8_tops.has_value());
 }

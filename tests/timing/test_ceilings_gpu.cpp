@@ -16,15 +16,31 @@
 namespace fs = std::filesystem;
 using namespace d2k;
 
-TEST(CeilingsGpu, CopyAndBf16RatesArePlausible) {
+// The H200's dense datasheet rates are 989 (bf16) and 1979 (fp8, int8) per second in 1e12; cuBLAS
+// measured 773 bf16 there. The bands admit what a power-limited part reaches and reject a rate that is
+// off by a factor (a wrong FLOP count, a sparse or misconfigured kernel).
+TEST(CeilingsGpu, CopyAndMatrixRatesArePlausible) {
   Ceilings ceilings = measure_ceilings(Device::cuda);
   std::cout << ceilings.device_name << " (" << ceilings.device_id << "): copy " << ceilings.copy_gbps
-            << " GB/s, bf16 " << ceilings.bf16_tflops.value_or(0) << " TFLOP/s\n";
+            << " GB/s, bf16 " << ceilings.bf16_tflops.value_or(0) << " TFLOP/s, fp8 "
+            << ceilings.fp8_tflops.value_or(0) << " TFLOP/s, int8 " << ceilings.int8_tops.value_or(0) << " TOPS\n";
   EXPECT_GT(ceilings.copy_gbps, 1000.0);
   EXPECT_LT(ceilings.copy_gbps, 10000.0);
   ASSERT_TRUE(ceilings.bf16_tflops.has_value());
   EXPECT_GT(*ceilings.bf16_tflops, 100.0);
   EXPECT_LT(*ceilings.bf16_tflops, 2000.0);
+  ASSERT_TRUE(ceilings.fp8_tflops.has_value());
+  ASSERT_TRUE(ceilings.int8_tops.has_value());
+  if (ceilings.device_name.find("H200") != std::string::npos || ceilings.device_name.find("H100") != std::string::npos) {
+    EXPECT_GE(*ceilings.bf16_tflops, 600.0);
+    EXPECT_LE(*ceilings.bf16_tflops, 1000.0);
+    EXPECT_GE(*ceilings.fp8_tflops, 1200.0);
+    EXPECT_LE(*ceilings.fp8_tflops, 2000.0);
+    EXPECT_GE(*ceilings.int8_tops, 1200.0);
+    EXPECT_LE(*ceilings.int8_tops, 2000.0);
+  }
+  // One-byte operands go at least 1.4x as fast as bf16 on any tensor-core GPU that has them.
+  EXPECT_GT(*ceilings.fp8_tflops, 1.4 * *ceilings.bf16_tflops);
   EXPECT_TRUE(ceilings.device_id.starts_with("GPU-")) << ceilings.device_id;
 }
 

@@ -223,3 +223,56 @@ TEST_F(Worker, ABadRequestEndsWithAMessageAndNoResult) {
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_NE(usage.output.find("usage"), std::string::npos);
 }
+
+TEST_F(Worker, AThreadLeftRunningAfterTheCallIsRejected) {
+  WorkerRun done = run(axpy_request(built("leaves_thread.cpp")));
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "rejected");
+  EXPECT_EQ(done.result->phase, "run");
+  EXPECT_NE(done.result->message.find("left 1 thread(s) running after d2k_run returned"), std::string::npos)
+      << done.result->message;
+}
+
+TEST_F(Worker, ThreadsJoinedWithinTheCallAreAllowedEvenWhileTimed) {
+  WorkerRequest request = axpy_request(built("joins_threads.cpp"));
+  request.time = true;
+  request.timing.warmup = 2;
+  request.timing.min_samples = 20;
+  request.timing.max_samples = 20;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok") << done.result->phase << ": " << done.result->message;
+  EXPECT_EQ(done.result->samples_ms.size(), 20u);
+}
+
+// The second draw runs first in the same buffers, twice when asked; each run's outputs come back in
+// files of their own, and the first draw's in the output's own file.
+TEST_F(Worker, TheSecondDrawRunsFirstAndIsRepeatedInTheSameBuffers) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  const std::vector<float> x1 = x_, z1 = z_;
+  axpy_request(request.library);  // draws x_, z_ again and writes them to x.bin, z.bin
+  const std::vector<float> x2 = x_, z2 = z_;
+  fs::rename(dir_ / "x.bin", dir_ / "x2.bin");
+  fs::rename(dir_ / "z.bin", dir_ / "z2.bin");
+  write_raw(dir_ / "x.bin", x1);
+  write_raw(dir_ / "z.bin", z1);
+  request.second_inputs = {"x2.bin", "z2.bin"};
+  request.repeat = true;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok") << done.result->phase << ": " << done.result->message;
+  const auto first = read_raw<float>(dir_ / "y.bin");
+  const auto second = read_raw<float>(dir_ / "y.bin.second");
+  const auto repeat = read_raw<float>(dir_ / "y.bin.repeat");
+  ASSERT_EQ(first.size(), 24u);
+  ASSERT_EQ(second.size(), 24u);
+  EXPECT_EQ(second, repeat);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) {
+      EXPECT_FLOAT_EQ(first[i * 6 + j], x1[i * 8 + j] + 0.75f * z1[i + 4 * j]);
+      EXPECT_FLOAT_EQ(second[i * 6 + j], x2[i * 8 + j] + 0.75f * z2[i + 4 * j]);
+    }
+  }
+  EXPECT_EQ(read_raw<float>(dir_ / "x2.bin.after"), x2);
+  EXPECT_EQ(read_raw<float>(dir_ / "x.bin.after"), x1);
+}
