@@ -1,6 +1,7 @@
 #include "worker/worker.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -13,10 +14,12 @@
 #include "core/json.hpp"
 #include "timing/cuda_util.hpp"
 #include "timing/device_info.hpp"
+#include "timing/gpu_clocks.hpp"
 #include "timing/timer.hpp"
 #include "worker/buffers.hpp"
 #include "worker/library.hpp"
 #include "worker/request.hpp"
+#include "worker/rotation.hpp"
 
 namespace fs = std::filesystem;
 
@@ -89,13 +92,17 @@ class Evaluation {
   std::optional<std::string> device_error();
   std::string solution_message(const char* entry, int code);
   void check_guards();
-  void write_outputs();
+  // Ends the current step of the worker's own (result.phases) and starts the next.
+  void end_phase(const char* name);
+  void write_outputs(const std::vector<GuardedBuffer*>& buffers);
   void write_inputs_after();
   void write_result();
 
   WorkerRequest request_;
   fs::path dir_;
   WorkerResult result_;
+  std::chrono::steady_clock::time_point phase_start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<Rotation> rotation_;
   SolutionLibrary library_;
   uint64_t seed_ = unpredictable_seed();
 #ifdef D2K_WITH_CUDA
@@ -166,11 +173,14 @@ void Evaluation::setup() {
 }
 
 void Evaluation::run() {
+  end_phase("setup");
   try {
     load();
     workspace();
     prepare();
+    end_phase("load");
     correctness();
+    end_phase("correctness");
     if (request_.time) timing();
     result_.status = "ok";
     result_.phase = "done";
@@ -222,7 +232,7 @@ void Evaluation::prepare() {
 void Evaluation::correctness() {
   call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
-  write_outputs();
+  write_outputs(output_buffers_);
   write_inputs_after();
 }
 
@@ -231,22 +241,31 @@ void Evaluation::timing() {
   result_.status = "ok";
   result_.phase = "timing";
   write_result();
-  // Poisoned again, and written again after the last timed call: a solution that computes once and
-  // then returns at once from the timed calls leaves poison to be checked. Not with in-place outputs:
-  // their inputs change with every call, so only the first call's outputs are comparable.
-  bool check_timed_outputs = std::none_of(request_.outputs.begin(), request_.outputs.end(),
-                                          [](const WireTensor& output) { return output.inplace; });
-  if (check_timed_outputs) {
-    for (GuardedBuffer* buffer : output_buffers_) buffer->fill(0xFF);
-  }
+  CallTensors copy0{{}, output_buffers_, inputs_, outputs_};
+  for (std::size_t i = 0; i < request_.inputs.size(); ++i) copy0.inputs.push_back(buffers_[i].get());
+  rotation_ = std::make_unique<Rotation>(request_, dir_, seed_, std::move(copy0));
+  result_.rotation_sets = rotation_->sets();
+  result_.rotation_bytes = rotation_->bytes();
+  end_phase("rotation");
+
   error_[0] = '\0';
   int code = 0;
   auto timed_call = [&] {
     code = library_.run(&call_);
     if (code != 0) throw TimedCallFailed{};
   };
+  // Every call, warm-up included, gets a restored, poisoned copy of its own, and its outputs are
+  // compared with the correctness call's: a solution that computes once, or is wrong only sometimes,
+  // fails however the calls fall.
+  CallHooks hooks{[&] { rotation_->before_call(call_); }, [&] { rotation_->after_call(); }};
+  std::unique_ptr<ClockSensor> sensor;
+  std::optional<ClockReading> before;
+  if (request_.device == Device::cuda) {
+    sensor = std::make_unique<ClockSensor>();
+    before = sensor->read();
+  }
   try {
-    result_.samples_ms = measure(request_.device, timed_call, call_.stream, request_.timing);
+    result_.samples_ms = measure(request_.device, timed_call, hooks, call_.stream, request_.timing);
   } catch (const TimedCallFailed&) {
     throw SolutionFailure{"timing", solution_message("d2k_run", code)};
   } catch (const Error& error) {
@@ -258,9 +277,23 @@ void Evaluation::timing() {
   } catch (...) {
     throw SolutionFailure{"timing", "d2k_run threw an exception that is not a std::exception"};
   }
+  if (sensor) {
+    std::optional<ClockReading> after = sensor->read();
+    result_.clocks = before && after ? judge_clocks(*before, *after)
+                                     : unavailable_clocks(sensor->available() ? "NVML could not read the clocks"
+                                                                              : sensor->unavailable());
+  }
+  end_phase("timing");
+  // The copy 0 outputs stay the correctness call's; the files now get the last timed call's, which
+  // the orchestrator checks too (for an op that is not deterministic, the only check of a timed call).
+  call_.inputs = inputs_.data();
+  call_.outputs = outputs_.data();
+  rotation_->check_inputs();
+  result_.timed_check = rotation_->check();
   check_guards();
-  if (check_timed_outputs) write_outputs();
+  write_outputs(rotation_->last_outputs());
   write_inputs_after();
+  end_phase("finish");
 }
 
 void Evaluation::release() {
@@ -314,7 +347,12 @@ std::optional<std::string> Evaluation::device_error() {
 }
 
 void Evaluation::check_guards() {
-  for (const auto& buffer : buffers_) {
+  std::vector<const GuardedBuffer*> all;
+  for (const auto& buffer : buffers_) all.push_back(buffer.get());
+  if (rotation_) {
+    for (const GuardedBuffer* buffer : rotation_->buffers()) all.push_back(buffer);
+  }
+  for (const GuardedBuffer* buffer : all) {
     for (const GuardViolation& found : buffer->check_guards()) {
       auto same = [&](const GuardViolation& known) {
         return known.tensor == found.tensor && known.side == found.side;
@@ -329,9 +367,15 @@ void Evaluation::check_guards() {
   }
 }
 
-void Evaluation::write_outputs() {
+void Evaluation::end_phase(const char* name) {
+  const auto now = std::chrono::steady_clock::now();
+  result_.phases.push_back({name, std::chrono::duration<double>(now - phase_start_).count()});
+  phase_start_ = now;
+}
+
+void Evaluation::write_outputs(const std::vector<GuardedBuffer*>& buffers) {
   for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
-    write_text(dir_ / request_.outputs[i].file, output_buffers_[i]->download());
+    write_text(dir_ / request_.outputs[i].file, buffers[i]->download());
   }
 }
 
