@@ -12,6 +12,7 @@
 #include "cli/table.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/overhead.hpp"
 #include "runner/builder.hpp"
 
 namespace d2k {
@@ -41,6 +42,7 @@ void write_json(const std::string& target, const EvalOptions& eval, const std::v
                         {"device_name", eval.device_name},
                         {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
                                       {"bf16_tflops", eval.ceiling.peak_tflops ? nlohmann::json(*eval.ceiling.peak_tflops) : nlohmann::json()}}},
+                        {"overhead", overhead_of(traces)},
                         {"traces", traces}};
   if (target == "-") {
     std::cout << doc.dump(2) << '\n';

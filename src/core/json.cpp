@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/overhead.hpp"
 #include "timing/ceilings.hpp"
 
 using nlohmann::json;
@@ -351,6 +352,13 @@ void to_json(nlohmann::json& j, const Trace& t) {
        {"comparisons", t.comparisons}, {"performance", optional(t.performance)}, {"timestamp", t.timestamp},
        {"clocks", optional(t.clocks)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"log", t.log}};
 }
+void to_json(nlohmann::json& j, const Overhead& o) {
+  j = {{"workloads", o.workloads}, {"wall_seconds", o.wall_seconds},
+       {"solution_timing_seconds", o.solution_timing_seconds}, {"baseline_timing_seconds", o.baseline_timing_seconds},
+       {"overhead_seconds", o.overhead_seconds}, {"largest_phase", o.largest_phase},
+       {"largest_phase_seconds", o.largest_phase_seconds}};
+}
+
 void from_json(const nlohmann::json& j, Trace& t) {
   t.task = j.at("task");
   t.workload = j.at("workload");

@@ -53,6 +53,8 @@ void from_json(const nlohmann::json& j, Phase& value);
 void to_json(nlohmann::json& j, const Performance& value);
 void from_json(const nlohmann::json& j, Performance& value);
 void to_json(nlohmann::json& j, const Trace& value);
+struct Overhead;  // core/overhead.hpp
+void to_json(nlohmann::json& j, const Overhead& value);
 void from_json(const nlohmann::json& j, Trace& value);
 
 }  // namespace d2k

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/overhead.hpp"
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
@@ -76,6 +77,31 @@ std::optional<std::string> changed_bytes(const std::filesystem::path& sent, cons
   return fmt::format("{} of {} bytes differ", differ, x.size());
 }
 
+// The worker's own phases as trace phases: its timing loop is the measurement, the rest is its overhead.
+std::vector<Phase> worker_phases(const WorkerResult& result) {
+  std::vector<Phase> phases;
+  for (const auto& phase : result.phases)
+    phases.push_back({phase.name == "timing" ? kSolutionTimingPhase : "worker_" + phase.name, phase.seconds});
+  return phases;
+}
+
+// Why the timed calls disqualify a solution whose checked call passed; nothing when they do not.
+std::optional<std::string> timed_call_problem(const WorkerResult& result) {
+  const TimedCallCheck& check = result.timed_check;
+  if (!check.modified_inputs.empty()) {
+    std::string which;
+    for (const auto& input : check.modified_inputs) which += (which.empty() ? "" : ", ") + input;
+    return fmt::format("modified its input {} during the timed calls; inputs are read-only", which);
+  }
+  if (check.mismatched_calls > 0) {
+    return fmt::format("timed call {} (input copy {}) wrote '{}' differently from the checked call ({} bytes "
+                       "differ; {} of {} timed calls did): every call must compute its outputs",
+                       check.first_call, check.first_set, check.first_output, check.first_bytes,
+                       check.mismatched_calls, check.calls);
+  }
+  return std::nullopt;
+}
+
 WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
   const auto geometry = geometry_of(spec, workload);
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
@@ -127,8 +153,12 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   int index = 0;
   for (const auto* workload : workloads) {
     const auto started = std::chrono::steady_clock::now();
+    phases_ = PhaseClock();
     traces.push_back(evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
+    phases_.stop();
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    traces.back().phases = phases_.phases();
+    traces.back().wall_seconds = took.count();
     say(fmt::format("[{}/{}] {} {}: {} in {:.1f} s", index, workloads.size(), task.name, workload->name,
                     name_of(traces.back().status), took.count()));
   }
@@ -162,9 +192,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto code = make_task_code(task.name);
   const auto scalars = scalars_for(task, workload);
   step("inputs");
+  phases_.next("inputs");
   const auto inputs = make_inputs(task, *code, workload, options_.seed);
 
   step("oracle");
+  phases_.next("oracle");
   TensorMap want;
   {
     auto placed = place_inputs(inputs, options_.device, Precision::oracle);
@@ -172,6 +204,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     for (auto& [name, tensor] : want) tensor = widen(tensor);  // keep it on the CPU, off the GPU
   }
 
+  phases_.next("write_files");
   ScratchDir dir(options_.scratch_dir, safe_name(task.name + "-" + workload.name));
   WorkerRequest request;
   request.library = std::filesystem::absolute(build.library).string();
@@ -194,6 +227,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
   spec.cwd = dir.path();
   spec.timeout_seconds = options_.worker_timeout_seconds;
+  phases_.next("worker");
   const auto process = run_process(spec);
   trace.log = cap(process.output);
 
@@ -204,6 +238,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     std::ifstream in(result_file);
     result = nlohmann::json::parse(in).get<WorkerResult>();
     if (!result.device_name.empty()) trace.device_name = result.device_name;
+    trace.clocks = result.clocks;
+    phases_.split(worker_phases(result), "worker_start");
   }
   if (process.end == ProcessResult::End::timed_out) {
     trace.status = Status::timeout;
@@ -223,11 +259,13 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
 
   step("checking");
+  phases_.next("read_outputs");
   TensorMap got;
   for (std::size_t i = 0; i < task.outputs.size(); ++i) {
     const auto& out = task.outputs[i];
     got[out.name] = read_span(dir.path() / request.outputs[i].file, out.dtype, geometry_of(out, workload));
   }
+  phases_.next("check");
   // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent.
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];
@@ -247,6 +285,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     return trace;
   }
   if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
+  if (const auto problem = timed_call_problem(result)) {
+    trace.status = Status::rejected;
+    trace.message = *problem;
+    return trace;
+  }
 
   trace.status = Status::passed;
   if (!options_.time) return trace;
@@ -258,10 +301,13 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   std::optional<TimingSummary> baseline;
   if (options_.baseline) {
     step("timing the eager baseline");
+    phases_.next(kBaselineTimingPhase);
     baseline = baseline_time(task, workload, *code, inputs, scalars);
   }
   trace.performance = performance_of(summarize(result.samples_ms), baseline, flops_of(task, workload),
                                      min_bytes_of(task, workload), options_.ceiling);
+  trace.performance->rotation_sets = result.rotation_sets;
+  trace.performance->rotation_bytes = result.rotation_bytes;
   return trace;
 }
 
