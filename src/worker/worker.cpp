@@ -246,6 +246,9 @@ void Evaluation::timing() {
   rotation_ = std::make_unique<Rotation>(request_, dir_, seed_, std::move(copy0));
   result_.rotation_sets = rotation_->sets();
   result_.rotation_bytes = rotation_->bytes();
+  // Opening NVML takes a while; it belongs to the set-up, not to the timing.
+  std::unique_ptr<ClockSensor> sensor;
+  if (request_.device == Device::cuda) sensor = std::make_unique<ClockSensor>();
   end_phase("rotation");
 
   error_[0] = '\0';
@@ -258,12 +261,8 @@ void Evaluation::timing() {
   // compared with the correctness call's: a solution that computes once, or is wrong only sometimes,
   // fails however the calls fall.
   CallHooks hooks{[&] { rotation_->before_call(call_); }, [&] { rotation_->after_call(); }};
-  std::unique_ptr<ClockSensor> sensor;
   std::optional<ClockReading> before;
-  if (request_.device == Device::cuda) {
-    sensor = std::make_unique<ClockSensor>();
-    before = sensor->read();
-  }
+  if (sensor) before = sensor->read();
   try {
     result_.samples_ms = measure(request_.device, timed_call, hooks, call_.stream, request_.timing);
   } catch (const TimedCallFailed&) {
@@ -284,8 +283,8 @@ void Evaluation::timing() {
                                                                               : sensor->unavailable());
   }
   end_phase("timing");
-  // The copy 0 outputs stay the correctness call's; the files now get the last timed call's, which
-  // the orchestrator checks too (for an op that is not deterministic, the only check of a timed call).
+  // The output files now get the last timed call's outputs, which the orchestrator checks against the
+  // oracle too (for an op that is not deterministic, the only check of a timed call).
   call_.inputs = inputs_.data();
   call_.outputs = outputs_.data();
   rotation_->check_inputs();
