@@ -18,6 +18,7 @@
 #include "reference/tensors.hpp"
 #include "reference/torch_device.hpp"
 #include "runner/process.hpp"
+#include "timing/rotation.hpp"
 #include "timing/stats.hpp"
 #include "timing/timer.hpp"
 
@@ -316,10 +317,21 @@ std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Wo
                                                      const Scalars& scalars) {
   const auto key = task.name + "/" + workload.name;
   if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  auto placed = place_inputs(inputs, options_.device, Precision::native);
+  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
+  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
+  std::size_t set_bytes = 0;
+  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
+  const std::size_t budget = options_.device == Device::cpu
+                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, options_.timing.rotate_max_bytes)
+                                 : static_cast<std::size_t>(std::max<int64_t>(0, options_.timing.rotate_max_bytes));
+  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(options_.device), budget, options_.timing);
+  std::vector<TensorMap> copies;
+  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, options_.device, Precision::native));
+  std::size_t next = 0;
+  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
   // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(options_.device, [&] { call_reference(task, code, placed, scalars); }, nullptr,
-                               options_.timing);
+  const auto samples = measure(options_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
+                               nullptr, options_.timing);
   auto summary = summarize(samples);
   baselines_[key] = summary;
   return summary;
