@@ -33,6 +33,9 @@ CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--min-samples", options.min_samples, "timed calls at least per workload")
       ->capture_default_str();
   command.add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
+  command.add_option("--rotate", options.rotate,
+                     "timed calls cycle through input copies holding this many times the L2 (0: no rotation)")
+      ->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
   return seed;
 }

@@ -24,6 +24,7 @@ struct CommonOptions {
   double max_seconds = 1.0;    // timing budget per workload
   int min_samples = 10;        // timed calls at least, even past max_seconds
   int warmup = 3;              // untimed calls first
+  double rotate = 3.0;         // input copies hold at least this multiple of the last-level cache (0: one)
   bool refresh_ceilings = false;
 };
 
