@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/repeat.hpp"
+#include "core/overhead.hpp"
 #include "runner/builder.hpp"
 
 namespace d2k {
@@ -37,6 +38,9 @@ CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
   command.add_option("--repeat", options.repeat,
                      "evaluate N times with seeds seed..seed+N-1 and report passes and the spread of medians")
       ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  command.add_option("--rotate", options.rotate,
+                     "timed calls cycle through input copies holding this many times the L2 (0: no rotation)")
       ->capture_default_str();
   command.add_flag("--refresh-ceilings", options.refresh_ceilings, "measure the device's ceilings again");
   command.add_option("--sandbox", options.sandbox,
@@ -64,6 +68,7 @@ void write_json(const std::string& target, const EvalOptions& eval, const std::v
                                         {"bf16_tflops", rate(eval.ceiling.bf16_tflops)},
                                         {"fp8_tflops", rate(eval.ceiling.fp8_tflops)},
                                         {"int8_tops", rate(eval.ceiling.int8_tops)}}},
+                          {"overhead", overhead_of(traces)},
                           {"traces", traces}});
 }
 

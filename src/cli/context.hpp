@@ -25,6 +25,7 @@ struct CommonOptions {
   int min_samples = 10;        // timed calls at least, even past max_seconds
   int warmup = 3;              // untimed calls first
   int repeat = 1;              // evaluate this many times, seeds seed, seed + 1, ...
+  double rotate = 3.0;         // input copies hold at least this multiple of the last-level cache (0: one)
   bool refresh_ceilings = false;
   std::string sandbox = "strict";  // --sandbox strict|best-effort|off (docs/sandbox.md)
 };

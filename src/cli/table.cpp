@@ -5,11 +5,20 @@
 #include <algorithm>
 
 #include "core/metrics.hpp"
+#include "core/overhead.hpp"
 
 namespace d2k {
 namespace {
 
 std::string micros(double ms) { return fmt::format("{:.1f}", ms * 1e3); }
+
+// The noise a person should see beside a median: p10-p90 of the samples, and the half-width of the
+// median's 95% interval relative to it.
+std::string spread(const TimingSummary& t) {
+  std::string text = fmt::format("{}-{}", micros(t.p10_ms), micros(t.p90_ms));
+  if (t.median_ms > 0) text += fmt::format(" ±{:.1f}%", 50.0 * (t.ci_high_ms - t.ci_low_ms) / t.median_ms);
+  return text;
+}
 
 // The achieved rate on the side that bounds the workload: above the H200's ridge point (about 200 FLOP
 // per byte for dense bf16) a workload is compute-bound, below it memory-bound.
@@ -67,17 +76,18 @@ void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows) {
 
 void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
   std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
-                                 {"solution us"}, {"speedup"}, {"achieved"}, {"% SOL"}};
+                                 {"solution us"}, {"p10-p90 us, 95% CI"}, {"speedup"}, {"achieved"}, {"% SOL"}};
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : traces) {
-    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-"};
+    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-", "-"};
     if (t.performance) {
       const auto& p = *t.performance;
       if (p.baseline) row[3] = micros(p.baseline->median_ms);
-      row[4] = micros(p.solution.median_ms);
-      if (p.speedup) row[5] = fmt::format("{:.2f}x", *p.speedup);
-      row[6] = achieved(p);
-      if (p.sol_fraction) row[7] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
+      row[4] = micros(p.solution.median_ms) + (t.clocks && t.clocks->throttled ? " !" : "");
+      row[5] = spread(p.solution);
+      if (p.speedup) row[6] = fmt::format("{:.2f}x", *p.speedup);
+      row[7] = achieved(p);
+      if (p.sol_fraction) row[8] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
     }
     rows.push_back(std::move(row));
   }
@@ -97,9 +107,15 @@ void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
       out << "  log (end):\n" << tail << (tail.empty() || tail.back() == '\n' ? "" : "\n");
     }
   }
+  std::vector<const Trace*> throttled;
+  for (const auto& t : traces) {
+    if (t.clocks && t.clocks->throttled) throttled.push_back(&t);
+  }
+  if (!throttled.empty()) out << '\n';
+  for (const Trace* t : throttled) out << fmt::format("note: {} {} (!): {}\n", t->task, t->workload, t->clocks->warning);
   out << fmt::format("\n{} of {} passed", passed, traces.size());
   if (auto g = geomean(speedups)) out << fmt::format("; geomean speedup over eager {:.2f}x", *g);
-  out << '\n';
+  out << '\n' << describe(overhead_of(traces)) << '\n';
 }
 
 void print_task_list(std::ostream& out, const std::vector<Task>& tasks) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/overhead.hpp"
 #include "timing/ceilings.hpp"
 
 using nlohmann::json;
@@ -103,7 +104,10 @@ void to_json(json& j, const TimingConfig& value) {
            {"max_samples", value.max_samples},
            {"max_seconds", value.max_seconds},
            {"target_ci", value.target_ci},
-           {"flush_l2", value.flush_l2}};
+           {"flush_l2", value.flush_l2},
+           {"rotate_cache_multiple", value.rotate_cache_multiple},
+           {"rotate_max_sets", value.rotate_max_sets},
+           {"rotate_max_bytes", value.rotate_max_bytes}};
 }
 void from_json(const json& j, TimingConfig& value) {
   expect_object(j, "timing");
@@ -113,12 +117,16 @@ void from_json(const json& j, TimingConfig& value) {
   read_optional(j, "max_seconds", value.max_seconds);
   read_optional(j, "target_ci", value.target_ci);
   read_optional(j, "flush_l2", value.flush_l2);
+  read_optional(j, "rotate_cache_multiple", value.rotate_cache_multiple);
+  read_optional(j, "rotate_max_sets", value.rotate_max_sets);
+  read_optional(j, "rotate_max_bytes", value.rotate_max_bytes);
 }
 
 void to_json(json& j, const WorkerRequest& value) {
   j = json{{"library", value.library}, {"device", value.device},   {"inputs", value.inputs},
            {"outputs", value.outputs}, {"scalars", value.scalars}, {"time", value.time},
-           {"timing", value.timing},   {"second_inputs", value.second_inputs}, {"repeat", value.repeat}};
+           {"deterministic", value.deterministic}, {"timing", value.timing},
+           {"second_inputs", value.second_inputs}};
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
@@ -128,9 +136,9 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "outputs", value.outputs);
   read_optional(j, "scalars", value.scalars);
   read_optional(j, "time", value.time);
+  read_optional(j, "deterministic", value.deterministic);
   read_optional(j, "timing", value.timing);
   read_optional(j, "second_inputs", value.second_inputs);
-  read_optional(j, "repeat", value.repeat);
 }
 
 void to_json(json& j, const GuardViolation& value) {
@@ -143,13 +151,38 @@ void from_json(const json& j, GuardViolation& value) {
   read_field(j, "bytes", value.bytes);
 }
 
+void to_json(json& j, const TimedCallCheck& value) {
+  j = json{{"calls", value.calls},
+           {"mismatched_calls", value.mismatched_calls},
+           {"first_call", value.first_call},
+           {"first_set", value.first_set},
+           {"first_output", value.first_output},
+           {"first_bytes", value.first_bytes},
+           {"modified_inputs", value.modified_inputs}};
+}
+void from_json(const json& j, TimedCallCheck& value) {
+  expect_object(j, "timed check");
+  read_optional(j, "calls", value.calls);
+  read_optional(j, "mismatched_calls", value.mismatched_calls);
+  read_optional(j, "first_call", value.first_call);
+  read_optional(j, "first_set", value.first_set);
+  read_optional(j, "first_output", value.first_output);
+  read_optional(j, "first_bytes", value.first_bytes);
+  read_optional(j, "modified_inputs", value.modified_inputs);
+}
+
 void to_json(json& j, const WorkerResult& value) {
   j = json{{"status", value.status},
            {"phase", value.phase},
            {"message", value.message},
            {"guard_violations", value.guard_violations},
            {"samples_ms", value.samples_ms},
-           {"device_name", value.device_name}};
+           {"device_name", value.device_name},
+           {"rotation_sets", value.rotation_sets},
+           {"rotation_bytes", value.rotation_bytes},
+           {"timed_check", value.timed_check},
+           {"clocks", value.clocks ? json(*value.clocks) : json(nullptr)},
+           {"phases", value.phases}};
 }
 void from_json(const json& j, WorkerResult& value) {
   expect_object(j, "result");
@@ -159,6 +192,16 @@ void from_json(const json& j, WorkerResult& value) {
   read_optional(j, "guard_violations", value.guard_violations);
   read_optional(j, "samples_ms", value.samples_ms);
   read_optional(j, "device_name", value.device_name);
+  read_optional(j, "rotation_sets", value.rotation_sets);
+  read_optional(j, "rotation_bytes", value.rotation_bytes);
+  read_optional(j, "timed_check", value.timed_check);
+  value.clocks.reset();
+  if (j.contains("clocks") && !j.at("clocks").is_null()) {
+    GpuClocks clocks;
+    read_field(j, "clocks", clocks);
+    value.clocks = clocks;
+  }
+  read_optional(j, "phases", value.phases);
 }
 
 // Ceilings ---------------------------------------------------------------------------------------
@@ -256,10 +299,49 @@ void from_json(const nlohmann::json& j, TimingSummary& t) {
   t.samples = j.at("samples");
 }
 
+void to_json(nlohmann::json& j, const ClockReading& r) {
+  j = {{"sm_mhz", r.sm_mhz}, {"sm_max_mhz", r.sm_max_mhz}, {"sm_application_mhz", r.sm_application_mhz},
+       {"memory_mhz", r.memory_mhz}, {"temperature_c", r.temperature_c}, {"power_w", r.power_w},
+       {"throttle_reasons", r.throttle_reasons}};
+}
+void from_json(const nlohmann::json& j, ClockReading& r) {
+  expect_object(j, "clock reading");
+  read_optional(j, "sm_mhz", r.sm_mhz);
+  read_optional(j, "sm_max_mhz", r.sm_max_mhz);
+  read_optional(j, "sm_application_mhz", r.sm_application_mhz);
+  read_optional(j, "memory_mhz", r.memory_mhz);
+  read_optional(j, "temperature_c", r.temperature_c);
+  read_optional(j, "power_w", r.power_w);
+  read_optional(j, "throttle_reasons", r.throttle_reasons);
+}
+
+void to_json(nlohmann::json& j, const GpuClocks& c) {
+  j = {{"available", c.available}, {"unavailable", c.unavailable}, {"before", c.before}, {"after", c.after},
+       {"reasons", c.reasons}, {"throttled", c.throttled}, {"warning", c.warning}};
+}
+void from_json(const nlohmann::json& j, GpuClocks& c) {
+  expect_object(j, "clocks");
+  read_field(j, "available", c.available);
+  read_optional(j, "unavailable", c.unavailable);
+  read_optional(j, "before", c.before);
+  read_optional(j, "after", c.after);
+  read_optional(j, "reasons", c.reasons);
+  read_optional(j, "throttled", c.throttled);
+  read_optional(j, "warning", c.warning);
+}
+
+void to_json(nlohmann::json& j, const Phase& p) { j = {{"name", p.name}, {"seconds", p.seconds}}; }
+void from_json(const nlohmann::json& j, Phase& p) {
+  expect_object(j, "phase");
+  read_field(j, "name", p.name);
+  read_field(j, "seconds", p.seconds);
+}
+
 void to_json(nlohmann::json& j, const Performance& p) {
   j = {{"solution", p.solution}, {"baseline", optional(p.baseline)}, {"speedup", optional(p.speedup)},
        {"flops", p.flops}, {"min_bytes", p.min_bytes}, {"achieved_gbps", p.achieved_gbps},
-       {"achieved_tflops", p.achieved_tflops}, {"sol_fraction", optional(p.sol_fraction)}};
+       {"achieved_tflops", p.achieved_tflops}, {"sol_fraction", optional(p.sol_fraction)},
+       {"rotation_sets", p.rotation_sets}, {"rotation_bytes", p.rotation_bytes}};
 }
 void from_json(const nlohmann::json& j, Performance& p) {
   p.solution = j.at("solution");
@@ -270,14 +352,23 @@ void from_json(const nlohmann::json& j, Performance& p) {
   p.achieved_gbps = j.at("achieved_gbps");
   p.achieved_tflops = j.at("achieved_tflops");
   optional_from(j, "sol_fraction", p.sol_fraction);
+  p.rotation_sets = j.value("rotation_sets", 1);
+  p.rotation_bytes = j.value("rotation_bytes", int64_t{0});
 }
 
 void to_json(nlohmann::json& j, const Trace& t) {
   j = {{"task", t.task}, {"workload", t.workload}, {"solution", t.solution}, {"device", t.device},
        {"device_name", t.device_name}, {"status", t.status}, {"message", t.message}, {"seed", t.seed},
        {"comparisons", t.comparisons}, {"performance", optional(t.performance)}, {"timestamp", t.timestamp},
-       {"log", t.log}};
+       {"clocks", optional(t.clocks)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"log", t.log}};
 }
+void to_json(nlohmann::json& j, const Overhead& o) {
+  j = {{"workloads", o.workloads}, {"wall_seconds", o.wall_seconds},
+       {"solution_timing_seconds", o.solution_timing_seconds}, {"baseline_timing_seconds", o.baseline_timing_seconds},
+       {"overhead_seconds", o.overhead_seconds}, {"largest_phase", o.largest_phase},
+       {"largest_phase_seconds", o.largest_phase_seconds}};
+}
+
 void from_json(const nlohmann::json& j, Trace& t) {
   t.task = j.at("task");
   t.workload = j.at("workload");
@@ -290,6 +381,9 @@ void from_json(const nlohmann::json& j, Trace& t) {
   t.comparisons = j.at("comparisons").get<std::vector<Comparison>>();
   optional_from(j, "performance", t.performance);
   t.timestamp = j.at("timestamp");
+  optional_from(j, "clocks", t.clocks);
+  if (j.contains("phases")) t.phases = j.at("phases").get<std::vector<Phase>>();
+  t.wall_seconds = j.value("wall_seconds", 0.0);
   t.log = j.at("log");
 }
 

@@ -28,6 +28,8 @@ void to_json(nlohmann::json& j, const WorkerRequest& value);
 void from_json(const nlohmann::json& j, WorkerRequest& value);
 void to_json(nlohmann::json& j, const GuardViolation& value);
 void from_json(const nlohmann::json& j, GuardViolation& value);
+void to_json(nlohmann::json& j, const TimedCallCheck& value);
+void from_json(const nlohmann::json& j, TimedCallCheck& value);
 void to_json(nlohmann::json& j, const WorkerResult& value);
 void from_json(const nlohmann::json& j, WorkerResult& value);
 
@@ -43,9 +45,17 @@ void to_json(nlohmann::json& j, const Comparison& value);
 void from_json(const nlohmann::json& j, Comparison& value);
 void to_json(nlohmann::json& j, const TimingSummary& value);
 void from_json(const nlohmann::json& j, TimingSummary& value);
+void to_json(nlohmann::json& j, const ClockReading& value);
+void from_json(const nlohmann::json& j, ClockReading& value);
+void to_json(nlohmann::json& j, const GpuClocks& value);
+void from_json(const nlohmann::json& j, GpuClocks& value);
+void to_json(nlohmann::json& j, const Phase& value);
+void from_json(const nlohmann::json& j, Phase& value);
 void to_json(nlohmann::json& j, const Performance& value);
 void from_json(const nlohmann::json& j, Performance& value);
 void to_json(nlohmann::json& j, const Trace& value);
+struct Overhead;  // core/overhead.hpp
+void to_json(nlohmann::json& j, const Overhead& value);
 void from_json(const nlohmann::json& j, Trace& value);
 void to_json(nlohmann::json& j, const RepeatRow& value);
 

@@ -55,6 +55,33 @@ struct TimingSummary {
   int samples = 0;
 };
 
+// One reading of the GPU's clocks and health (NVML), taken by the worker just before and just after the
+// solution's timed calls. d2k only reads them: it never sets a clock.
+struct ClockReading {
+  unsigned sm_mhz = 0;
+  unsigned sm_max_mhz = 0;          // the highest SM clock the GPU supports
+  unsigned sm_application_mhz = 0;  // the SM clock the GPU targets under load (0: not reported)
+  unsigned memory_mhz = 0;
+  unsigned temperature_c = 0;
+  double power_w = 0.0;
+  uint64_t throttle_reasons = 0;    // NVML's clock event reason bits
+};
+
+struct GpuClocks {
+  bool available = false;
+  std::string unavailable;          // why not, when not available (no NVML, no GPU)
+  ClockReading before, after;
+  std::vector<std::string> reasons; // names of the throttle reasons seen in either reading
+  bool throttled = false;           // thermal or power throttling, or a low SM clock, while timing
+  std::string warning;              // for a person, when throttled
+};
+
+// The wall time of one step of evaluating a workload (docs/metrics.md lists them).
+struct Phase {
+  std::string name;
+  double seconds = 0.0;
+};
+
 struct Performance {
   TimingSummary solution;
   std::optional<TimingSummary> baseline;  // the eager reference
@@ -64,6 +91,8 @@ struct Performance {
   double achieved_gbps = 0.0;             // min_bytes / solution median
   double achieved_tflops = 0.0;           // flops / solution median
   std::optional<double> sol_fraction;     // speed-of-light time / solution median (1 = at the floor)
+  int rotation_sets = 1;                  // copies of the inputs and outputs the timed calls cycled through
+  int64_t rotation_bytes = 0;             // their tensor bytes together
 };
 
 struct Trace {
@@ -79,6 +108,9 @@ struct Trace {
   std::optional<Performance> performance;
   std::string device_name;
   std::string timestamp;  // ISO 8601, UTC
+  std::optional<GpuClocks> clocks;  // cuda: around the solution's timed calls
+  std::vector<Phase> phases;        // where the wall time of evaluating the workload went
+  double wall_seconds = 0.0;        // the whole evaluation of the workload
 };
 
 }  // namespace d2k

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/device.hpp"
 #include "core/dtype.hpp"
+#include "core/trace.hpp"
 
 namespace d2k {
 
@@ -37,6 +39,12 @@ struct TimingConfig {
   // fraction of the median (0 turns the rule off): stable calls need few samples, noisy ones get more.
   double target_ci = 0.01;
   bool flush_l2 = true;       // cold-L2 samples: the L2 is overwritten before each one
+  // Input rotation (timing/rotation.hpp): the timed calls cycle through copies of the call's inputs and
+  // outputs that together hold at least this multiple of the last-level cache (0: one copy only),
+  // at most rotate_max_sets copies and rotate_max_bytes of memory.
+  double rotate_cache_multiple = 3.0;
+  int rotate_max_sets = 64;
+  int64_t rotate_max_bytes = int64_t{4} << 30;
 };
 
 struct WorkerRequest {
@@ -46,20 +54,34 @@ struct WorkerRequest {
   std::vector<WireTensor> outputs;
   std::vector<WireScalar> scalars;
   bool time = true;  // false: the correctness call only
+  // The op gives the same bytes for the same inputs (task.toml `deterministic`): every timed call's
+  // outputs must equal the correctness call's bytewise, and the second draw runs twice, outputs
+  // re-poisoned between, its second run's outputs written as <output file>.repeat for the orchestrator
+  // to compare. When false, only the last timed call's outputs come back (checked with the tolerance).
+  bool deterministic = true;
   TimingConfig timing;
   // A second draw of the inputs, one file per input in `inputs` order (none: no second draw). The
   // worker first runs the solution on it, in the same buffers the first draw then takes, and writes
   // its outputs as <output file>.second: a solution that caches by address returns stale outputs.
   std::vector<std::string> second_inputs;
-  // The task is deterministic: the second draw is run twice, outputs re-poisoned between, and the
-  // second run's outputs are written as <output file>.repeat for the orchestrator to compare.
-  bool repeat = false;
 };
 
 struct GuardViolation {
   std::string tensor;
   std::string side;  // "before" or "after" the tensor's memory
   int64_t bytes = 0;  // how many guard bytes were changed
+};
+
+// What the worker found checking the timed calls: every call's outputs against the correctness call's
+// (bytewise, for deterministic ops), and the rotated copies' read-only inputs against the originals.
+struct TimedCallCheck {
+  int64_t calls = 0;             // timed and warm-up calls whose outputs were compared
+  int64_t mismatched_calls = 0;
+  int64_t first_call = -1;       // 1-based index of the first mismatched call (warm-up calls first)
+  int first_set = -1;            // the copy it used (0: the correctness call's tensors)
+  std::string first_output;
+  int64_t first_bytes = 0;       // bytes of that output that differed
+  std::vector<std::string> modified_inputs;  // "'x' of copy 3"
 };
 
 struct WorkerResult {
@@ -72,6 +94,11 @@ struct WorkerResult {
   std::vector<GuardViolation> guard_violations;
   std::vector<double> samples_ms;  // one per timed call
   std::string device_name;
+  int rotation_sets = 0;           // copies the timed calls cycled through (0: not timed)
+  int64_t rotation_bytes = 0;      // their tensor bytes together
+  TimedCallCheck timed_check;
+  std::optional<GpuClocks> clocks; // cuda only
+  std::vector<Phase> phases;       // the worker's own steps, in order
 };
 
 }  // namespace d2k

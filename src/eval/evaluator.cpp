@@ -11,12 +11,14 @@
 
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/overhead.hpp"
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
 #include "reference/tensors.hpp"
 #include "reference/torch_device.hpp"
 #include "runner/process.hpp"
+#include "timing/rotation.hpp"
 #include "timing/stats.hpp"
 #include "timing/timer.hpp"
 
@@ -98,6 +100,31 @@ TensorMap read_outputs(const Task& task, const Workload& workload, const WorkerR
   return got;
 }
 
+// The worker's own phases as trace phases: its timing loop is the measurement, the rest is its overhead.
+std::vector<Phase> worker_phases(const WorkerResult& result) {
+  std::vector<Phase> phases;
+  for (const auto& phase : result.phases)
+    phases.push_back({phase.name == "timing" ? kSolutionTimingPhase : "worker_" + phase.name, phase.seconds});
+  return phases;
+}
+
+// Why the timed calls disqualify a solution whose checked call passed; nothing when they do not.
+std::optional<std::string> timed_call_problem(const WorkerResult& result) {
+  const TimedCallCheck& check = result.timed_check;
+  if (!check.modified_inputs.empty()) {
+    std::string which;
+    for (const auto& input : check.modified_inputs) which += (which.empty() ? "" : ", ") + input;
+    return fmt::format("modified its input {} during the timed calls; inputs are read-only", which);
+  }
+  if (check.mismatched_calls > 0) {
+    return fmt::format("timed call {} (input copy {}) wrote '{}' differently from the checked call ({} bytes "
+                       "differ; {} of {} timed calls did): every call must compute its outputs",
+                       check.first_call, check.first_set, check.first_output, check.first_bytes,
+                       check.mismatched_calls, check.calls);
+  }
+  return std::nullopt;
+}
+
 WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
   const auto geometry = geometry_of(spec, workload);
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
@@ -150,8 +177,12 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   int index = 0;
   for (const auto* workload : workloads) {
     const auto started = std::chrono::steady_clock::now();
+    phases_ = PhaseClock();
     traces.push_back(evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
+    phases_.stop();
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    traces.back().phases = phases_.phases();
+    traces.back().wall_seconds = took.count();
     say(fmt::format("[{}/{}] {} {}: {} in {:.1f} s", index, workloads.size(), task.name, workload->name,
                     name_of(traces.back().status), took.count()));
   }
@@ -185,6 +216,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto code = make_task_code(task.name);
   const auto scalars = scalars_for(task, workload);
   step("inputs");
+  phases_.next("inputs");
   const auto inputs = make_inputs(task, *code, workload, options_.seed);
 
   // A second draw, a few elements away from the first, run first in the same buffers: outputs that
@@ -193,9 +225,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto second_inputs = make_second_inputs(task, *code, workload, inputs, second_seed(options_.seed));
 
   step("oracle");
+  phases_.next("oracle");
   const TensorMap want = oracle_of(task, *code, inputs, scalars, options_.device);
   const TensorMap second_want = oracle_of(task, *code, second_inputs, scalars, options_.device);
 
+  phases_.next("write_files");
   ScratchDir dir(options_.scratch_dir, safe_name(task.name + "-" + workload.name));
   WorkerRequest request;
   request.library = std::filesystem::absolute(build.library).string();
@@ -208,7 +242,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     request.second_inputs.push_back("in-" + safe_name(spec.name) + ".second.bin");
     write_span(second_inputs.at(spec.name), dir.path() / request.second_inputs.back());
   }
-  request.repeat = task.deterministic;
+  request.deterministic = task.deterministic;
   for (const auto& spec : task.outputs) request.outputs.push_back(wire(spec, workload, "out-" + safe_name(spec.name) + ".bin"));
   for (const auto& [spec, value] : scalars_of(task, workload)) request.scalars.push_back({spec->name, spec->is_int, value});
   {
@@ -224,6 +258,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   if (options_.sandbox)
     spec.sandbox = worker_sandbox(*options_.sandbox, options_.worker, build.library, dir.path(),
                                   options_.device == Device::cuda, options_.worker_timeout_seconds);
+  phases_.next("worker");
   const auto process = run_process(spec);
   trace.log = cap(process.output);
 
@@ -234,6 +269,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     std::ifstream in(result_file);
     result = nlohmann::json::parse(in).get<WorkerResult>();
     if (!result.device_name.empty()) trace.device_name = result.device_name;
+    trace.clocks = result.clocks;
+    phases_.split(worker_phases(result), "worker_start");
   }
   if (process.end == ProcessResult::End::timed_out) {
     trace.status = Status::timeout;
@@ -258,7 +295,9 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
 
   step("checking");
+  phases_.next("read_outputs");
   const TensorMap got = read_outputs(task, workload, request, dir.path(), "");
+  phases_.next("check");
   // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent,
   // for both draws.
   std::vector<std::string> sent_files = request.second_inputs;
@@ -296,7 +335,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
                                 kSecondDrawChange, second_seed(options_.seed), second.message);
     return trace;
   }
-  if (request.repeat) {
+  if (request.deterministic) {
     for (std::size_t i = 0; i < task.outputs.size(); ++i) {
       const auto file = dir.path() / request.outputs[i].file;
       if (const auto differ = changed_bytes(file.string() + ".second", file.string() + ".repeat")) {
@@ -309,6 +348,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     }
   }
   if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
+  if (const auto problem = timed_call_problem(result)) {
+    trace.status = Status::rejected;
+    trace.message = *problem;
+    return trace;
+  }
 
   trace.status = Status::passed;
   if (!options_.time) return trace;
@@ -328,9 +372,12 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   std::optional<TimingSummary> baseline;
   if (options_.baseline) {
     step("timing the eager baseline");
+    phases_.next(kBaselineTimingPhase);
     baseline = baseline_time(task, workload, *code, inputs, scalars);
   }
   trace.performance = performance_of(summary, baseline, flops, min_bytes, options_.ceiling, task.flops_dtype);
+  trace.performance->rotation_sets = result.rotation_sets;
+  trace.performance->rotation_bytes = result.rotation_bytes;
   return trace;
 }
 
@@ -339,10 +386,21 @@ std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Wo
                                                      const Scalars& scalars) {
   const auto key = task.name + "/" + workload.name;
   if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  auto placed = place_inputs(inputs, options_.device, Precision::native);
+  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
+  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
+  std::size_t set_bytes = 0;
+  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
+  const std::size_t budget = options_.device == Device::cpu
+                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, options_.timing.rotate_max_bytes)
+                                 : static_cast<std::size_t>(std::max<int64_t>(0, options_.timing.rotate_max_bytes));
+  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(options_.device), budget, options_.timing);
+  std::vector<TensorMap> copies;
+  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, options_.device, Precision::native));
+  std::size_t next = 0;
+  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
   // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(options_.device, [&] { call_reference(task, code, placed, scalars); }, nullptr,
-                               options_.timing);
+  const auto samples = measure(options_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
+                               nullptr, options_.timing);
   auto summary = summarize(samples);
   baselines_[key] = summary;
   return summary;

@@ -15,6 +15,7 @@
 #include "core/task.hpp"
 #include "core/trace.hpp"
 #include "core/worker_protocol.hpp"
+#include "eval/phase_clock.hpp"
 #include "reference/task_code.hpp"
 #include "runner/builder.hpp"
 
@@ -61,6 +62,7 @@ class Evaluator {
 
   EvalOptions options_;
   std::map<std::string, TimingSummary> baselines_;  // "<task>/<workload>": timed once per process
+  PhaseClock phases_;                               // of the workload being evaluated
 };
 
 // The workloads of `task` that `names` selects (all when empty), hidden ones only when

@@ -93,26 +93,28 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
 
 TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
                              uint64_t seed) {
-  auto fresh = make_inputs(task, code, workload, seed);
   {
+    // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw:
+    // changing single elements could break its structure.
     auto probe = at::make_generator<at::CPUGeneratorImpl>(seed);
-    if (code.make_inputs(task, workload, probe)) return fresh;
+    if (code.make_inputs(task, workload, probe)) return make_inputs(task, code, workload, seed);
   }
   TensorMap mixed;
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];
-    const auto& old_values = first.at(spec.name);
-    const auto& new_values = fresh.at(spec.name);
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 7919ULL + i);
-    auto change = at::empty(old_values.sizes(), at::TensorOptions().dtype(at::kDouble))
-                      .uniform_(0.0, 1.0, gen)
-                      .lt(1.0 / static_cast<double>(kSecondDrawChange));
-    // At least one element, so that a tiny input differs too; where the fresh value happens to equal
-    // the old one the element is still "changed", harmlessly.
-    if (change.numel() > 0) change.view(-1)[at::randint(change.numel(), {1}, gen).item<int64_t>()].fill_(true);
-    // Logical values of both draws in float64 (exact for every input dtype), mixed, laid out again.
-    auto values = at::where(change, new_values.to(at::kDouble), old_values.to(at::kDouble));
-    mixed[spec.name] = lay_out(values.to(to_torch(spec.dtype)), geometry_of(spec, workload));
+    const auto geometry = geometry_of(spec, workload);
+    // About one element in kSecondDrawChange (at least one, so that a tiny input differs too) gets a
+    // value drawn afresh from the input's distribution; where it happens to equal the old one the
+    // element is still "changed", harmlessly. Only those few values are drawn: the rest is a copy.
+    auto logical = first.at(spec.name).contiguous().view(-1).clone();
+    const int64_t count = std::max<int64_t>(1, logical.numel() / kSecondDrawChange);
+    if (logical.numel() > 0) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(mix(seed, i, 0x5eC0D));
+      const auto where = at::randint(logical.numel(), {count}, gen, at::TensorOptions().dtype(at::kLong));
+      const auto wide = is_floating(spec.dtype) && spec.dtype != DType::f64 ? at::kFloat : at::kDouble;
+      logical.index_put_({where}, draw(init_of(spec, workload), {count}, gen, wide).to(logical.scalar_type()));
+    }
+    mixed[spec.name] = lay_out(logical.view(geometry.shape), geometry, spec.dtype);
   }
   return mixed;
 }

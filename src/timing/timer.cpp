@@ -47,12 +47,18 @@ std::vector<double> sample_until_done(const TimingConfig& config, Sample&& sampl
   return samples;
 }
 
-std::vector<double> measure_cpu(const std::function<void()>& call, const TimingConfig& config) {
+std::vector<double> measure_cpu(const std::function<void()>& call, const CallHooks& hooks,
+                                const TimingConfig& config) {
   std::unique_ptr<unsigned char[]> flush;
   if (config.flush_l2) flush.reset(new unsigned char[kCpuFlushBytes]);
   unsigned char fill = 0;
-  for (int i = 0; i < config.warmup; ++i) call();
+  for (int i = 0; i < config.warmup; ++i) {
+    if (hooks.before) hooks.before();
+    call();
+    if (hooks.after) hooks.after();
+  }
   return sample_until_done(config, [&] {
+    if (hooks.before) hooks.before();
     if (flush) {
       std::memset(flush.get(), ++fill, kCpuFlushBytes);
       // Keeps the compiler from dropping stores that nothing reads.
@@ -60,7 +66,9 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const TimingC
     }
     Clock::time_point begin = Clock::now();
     call();
-    return std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+    if (hooks.after) hooks.after();
+    return ms;
   });
 }
 
@@ -78,8 +86,8 @@ struct CudaSample {
   double host_ms = 0;
 };
 
-std::vector<double> measure_cuda(const std::function<void()>& call, void* stream_handle,
-                                 const TimingConfig& config) {
+std::vector<double> measure_cuda(const std::function<void()>& call, const CallHooks& hooks,
+                                 void* stream_handle, const TimingConfig& config) {
   auto stream = static_cast<cudaStream_t>(stream_handle);
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -91,6 +99,10 @@ std::vector<double> measure_cuda(const std::function<void()>& call, void* stream
   CudaEvent start, end;
 
   auto one_sample = [&](bool with_call) {
+    if (with_call && hooks.before) {
+      hooks.before();
+      check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before a timed call");
+    }
     if (flush.get()) {
       check_cuda(flush_l2_by_reading(flush.get(), flush.bytes(), static_cast<unsigned*>(sink.get()), stream),
                  "the L2 flush");
@@ -105,6 +117,7 @@ std::vector<double> measure_cuda(const std::function<void()>& call, void* stream
     CudaSample sample;
     sample.host_ms = std::chrono::duration<double, std::milli>(Clock::now() - host_start).count();
     sample.event_ms = elapsed_ms(start, end);
+    if (with_call && hooks.after) hooks.after();
     return sample;
   };
 
@@ -117,8 +130,11 @@ std::vector<double> measure_cuda(const std::function<void()>& call, void* stream
   double fixed_cost_ms = quantile(fixed_costs, 0.5);
 
   for (int i = 0; i < config.warmup; ++i) {
+    if (hooks.before) hooks.before();
     call();
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a warm-up call");
+    check_cuda(cudaGetLastError(), "a warm-up call");
+    if (hooks.after) hooks.after();
   }
   return sample_until_done(config, [&] {
     CudaSample sample = one_sample(true);
@@ -133,9 +149,14 @@ std::vector<double> measure_cuda(const std::function<void()>& call, void* stream
 
 std::vector<double> measure(Device device, const std::function<void()>& call, void* stream,
                             const TimingConfig& config) {
-  if (device == Device::cpu) return measure_cpu(call, config);
+  return measure(device, call, CallHooks{}, stream, config);
+}
+
+std::vector<double> measure(Device device, const std::function<void()>& call, const CallHooks& hooks,
+                            void* stream, const TimingConfig& config) {
+  if (device == Device::cpu) return measure_cpu(call, hooks, config);
 #ifdef D2K_WITH_CUDA
-  return measure_cuda(call, stream, config);
+  return measure_cuda(call, hooks, stream, config);
 #else
   fail("cannot time on the cuda device: d2k was built without CUDA");
 #endif

@@ -21,4 +21,15 @@ namespace d2k {
 std::vector<double> measure(Device device, const std::function<void()>& call, void* stream,
                             const TimingConfig& config);
 
+// The same, with untimed work around every call (warm-up calls included): `before` runs ahead of the
+// cache flush, so whatever it writes (restoring an input, poisoning an output) is evicted before the
+// call; `after` runs once the call and the device-wide synchronization are done (checking outputs).
+// Either may be empty.
+struct CallHooks {
+  std::function<void()> before;
+  std::function<void()> after;
+};
+std::vector<double> measure(Device device, const std::function<void()>& call, const CallHooks& hooks,
+                            void* stream, const TimingConfig& config);
+
 }  // namespace d2k

@@ -133,6 +133,18 @@ void GuardedBuffer::fill(unsigned char byte) {
 #endif
 }
 
+void GuardedBuffer::copy_from(const GuardedBuffer& other) {
+  if (other.bytes_ != bytes_ || other.device_ != device_) fail("'{}': cannot copy from '{}'", name_, other.name_);
+  if (device_ == Device::cpu) {
+    std::memcpy(data(), other.data(), bytes_);
+    return;
+  }
+#ifdef D2K_WITH_CUDA
+  check_cuda(cudaMemcpy(data(), other.data(), bytes_, cudaMemcpyDeviceToDevice), "cudaMemcpy on the GPU");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a copy on the GPU");
+#endif
+}
+
 std::vector<GuardViolation> GuardedBuffer::check_guards() const {
   std::vector<GuardViolation> violations;
   std::vector<unsigned char> got(kGuardBytes);

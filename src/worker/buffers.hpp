@@ -30,6 +30,9 @@ class GuardedBuffer {
   void upload(const std::string& bytes);  // exactly bytes() of them
   std::string download() const;
   void fill(unsigned char byte);
+  // The data of another buffer of the same size and device (a device-to-device copy on cuda).
+  void copy_from(const GuardedBuffer& other);
+  Device device() const { return device_; }
   // One entry per side whose guard changed, with the count of changed bytes.
   std::vector<GuardViolation> check_guards() const;
 

@@ -19,10 +19,12 @@
 #include "core/json.hpp"
 #include "timing/cuda_util.hpp"
 #include "timing/device_info.hpp"
+#include "timing/gpu_clocks.hpp"
 #include "timing/timer.hpp"
 #include "worker/buffers.hpp"
 #include "worker/library.hpp"
 #include "worker/request.hpp"
+#include "worker/rotation.hpp"
 #include "worker/threads.hpp"
 
 namespace fs = std::filesystem;
@@ -44,6 +46,39 @@ struct SolutionRejected {
 
 // Thrown out of a timed call so that the timer stops at the first failing call.
 struct TimedCallFailed {};
+
+void write_text(const fs::path& file, const std::string& text) {
+  // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one.
+  fs::path temp = file;
+  temp += ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out) fail("cannot write {}", temp.string());
+  }
+  fs::rename(temp, file);
+}
+
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("cannot read {}", file.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+d2k_tensor abi_tensor(const WireTensor& tensor, void* data) {
+  d2k_tensor out{};
+  out.name = tensor.name.c_str();
+  out.data = data;
+  out.dtype = to_abi(tensor.dtype);
+  out.rank = static_cast<int32_t>(tensor.shape.size());
+  for (std::size_t i = 0; i < tensor.shape.size(); ++i) {
+    out.shape[i] = tensor.shape[i];
+    out.strides[i] = tensor.strides[i];
+  }
+  return out;
+}
 
 // The shared objects loaded in this process, by path.
 std::set<std::string> loaded_objects() {
@@ -80,39 +115,6 @@ int thread_count() {
   return count;
 }
 
-void write_text(const fs::path& file, const std::string& text) {
-  // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one.
-  fs::path temp = file;
-  temp += ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!out) fail("cannot write {}", temp.string());
-  }
-  fs::rename(temp, file);
-}
-
-std::string read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot read {}", file.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-d2k_tensor abi_tensor(const WireTensor& tensor, void* data) {
-  d2k_tensor out{};
-  out.name = tensor.name.c_str();
-  out.data = data;
-  out.dtype = to_abi(tensor.dtype);
-  out.rank = static_cast<int32_t>(tensor.shape.size());
-  for (std::size_t i = 0; i < tensor.shape.size(); ++i) {
-    out.shape[i] = tensor.shape[i];
-    out.strides[i] = tensor.strides[i];
-  }
-  return out;
-}
-
 class Evaluation {
  public:
   Evaluation(WorkerRequest request, fs::path dir) : request_(std::move(request)), dir_(std::move(dir)) {}
@@ -138,19 +140,23 @@ class Evaluation {
   std::optional<std::string> device_error();
   std::string solution_message(const char* entry, int code);
   void check_guards();
+  // Ends the current step of the worker's own (result.phases) and starts the next.
+  void end_phase(const char* name);
   void check_leftovers(const std::string& phase);
   void check_threads(const std::string& phase);
   void check_libraries(const std::string& phase);
   void upload_inputs(const std::vector<std::string>& files);
   void poison_outputs();
-  void write_outputs(const std::string& suffix = "");
+  void write_outputs(const std::vector<GuardedBuffer*>& buffers, const std::string& suffix = "");
   void write_inputs_after(const std::vector<std::string>& files);
-  void write_result();
   std::vector<std::string> first_inputs() const;
+  void write_result();
 
   WorkerRequest request_;
   fs::path dir_;
   WorkerResult result_;
+  std::chrono::steady_clock::time_point phase_start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<Rotation> rotation_;
   SolutionLibrary library_;
   uint64_t seed_ = unpredictable_seed();
 #ifdef D2K_WITH_CUDA
@@ -230,11 +236,14 @@ void Evaluation::setup() {
 }
 
 void Evaluation::run() {
+  end_phase("setup");
   try {
     load();
     workspace();
     prepare();
+    end_phase("load");
     correctness();
+    end_phase("correctness");
     if (request_.time) timing();
     result_.status = "ok";
     result_.phase = "done";
@@ -293,13 +302,13 @@ void Evaluation::correctness() {
   call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
   check_leftovers("run");
-  write_outputs();
+  write_outputs(output_buffers_);
   write_inputs_after(first_inputs());
 }
 
 // The second draw runs first, in the very buffers the first draw then fills: a solution that keys a
 // cache on the addresses it is handed returns the second draw's outputs for the first, which the
-// orchestrator's check of the first draw sees. With `repeat`, the second draw runs twice on the same
+// orchestrator's check of the first draw sees. For a deterministic task, the second draw runs twice on the same
 // bytes, outputs poisoned before each run, and both runs' outputs go back to be compared.
 void Evaluation::second_draw() {
   upload_inputs(request_.second_inputs);
@@ -307,33 +316,36 @@ void Evaluation::second_draw() {
   call_solution("second_draw", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
   check_leftovers("second_draw");
-  write_outputs(".second");
-  if (request_.repeat) {
+  write_outputs(output_buffers_, ".second");
+  if (request_.deterministic) {
     upload_inputs(request_.second_inputs);  // in-place outputs changed them
     poison_outputs();
     call_solution("repeat", "d2k_run", [&] { return library_.run(&call_); });
     check_guards();
     check_leftovers("repeat");
-    write_outputs(".repeat");
+    write_outputs(output_buffers_, ".repeat");
   }
   write_inputs_after(request_.second_inputs);
   upload_inputs(first_inputs());
   poison_outputs();
 }
 
+
 void Evaluation::timing() {
   // The outputs are on disk: a crash or a hang while timing still leaves them to be checked.
   result_.status = "ok";
   result_.phase = "timing";
   write_result();
-  // Poisoned again, and written again after the last timed call: a solution that computes once and
-  // then returns at once from the timed calls leaves poison to be checked. Not with in-place outputs:
-  // their inputs change with every call, so only the first call's outputs are comparable.
-  bool check_timed_outputs = std::none_of(request_.outputs.begin(), request_.outputs.end(),
-                                          [](const WireTensor& output) { return output.inplace; });
-  if (check_timed_outputs) {
-    for (GuardedBuffer* buffer : output_buffers_) buffer->fill(0xFF);
-  }
+  CallTensors copy0{{}, output_buffers_, inputs_, outputs_};
+  for (std::size_t i = 0; i < request_.inputs.size(); ++i) copy0.inputs.push_back(buffers_[i].get());
+  rotation_ = std::make_unique<Rotation>(request_, dir_, seed_, std::move(copy0));
+  result_.rotation_sets = rotation_->sets();
+  result_.rotation_bytes = rotation_->bytes();
+  // Opening NVML takes a while; it belongs to the set-up, not to the timing.
+  std::unique_ptr<ClockSensor> sensor;
+  if (request_.device == Device::cuda) sensor = std::make_unique<ClockSensor>();
+  end_phase("rotation");
+
   error_[0] = '\0';
   int code = 0;
   bool thread_left = false;
@@ -342,8 +354,14 @@ void Evaluation::timing() {
     if (code != 0) throw TimedCallFailed{};
     thread_left = thread_left || threads_running() > 0;  // one atomic load: no cost worth timing
   };
+  // Every call, warm-up included, gets a restored, poisoned copy of its own, and its outputs are
+  // compared with the correctness call's: a solution that computes once, or is wrong only sometimes,
+  // fails however the calls fall.
+  CallHooks hooks{[&] { rotation_->before_call(call_); }, [&] { rotation_->after_call(); }};
+  std::optional<ClockReading> before;
+  if (sensor) before = sensor->read();
   try {
-    result_.samples_ms = measure(request_.device, timed_call, call_.stream, request_.timing);
+    result_.samples_ms = measure(request_.device, timed_call, hooks, call_.stream, request_.timing);
   } catch (const TimedCallFailed&) {
     throw SolutionFailure{"timing", solution_message("d2k_run", code)};
   } catch (const Error& error) {
@@ -355,13 +373,27 @@ void Evaluation::timing() {
   } catch (...) {
     throw SolutionFailure{"timing", "d2k_run threw an exception that is not a std::exception"};
   }
+  if (sensor) {
+    std::optional<ClockReading> after = sensor->read();
+    result_.clocks = before && after ? judge_clocks(*before, *after)
+                                     : unavailable_clocks(sensor->available() ? "NVML could not read the clocks"
+                                                                              : sensor->unavailable());
+  }
+  end_phase("timing");
+  // The output files now get the last timed call's outputs, which the orchestrator checks against the
+  // oracle too (for an op that is not deterministic, the only check of a timed call).
+  call_.inputs = inputs_.data();
+  call_.outputs = outputs_.data();
+  rotation_->check_inputs();
+  result_.timed_check = rotation_->check();
   check_guards();
   if (thread_left)
     throw SolutionRejected{"timing", "left a thread running after a timed call of d2k_run returned; work must be "
                                      "done, and its threads ended, within the call"};
   check_leftovers("timing");
-  if (check_timed_outputs) write_outputs();
+  write_outputs(rotation_->last_outputs());
   write_inputs_after(first_inputs());
+  end_phase("finish");
 }
 
 void Evaluation::release() {
@@ -415,7 +447,12 @@ std::optional<std::string> Evaluation::device_error() {
 }
 
 void Evaluation::check_guards() {
-  for (const auto& buffer : buffers_) {
+  std::vector<const GuardedBuffer*> all;
+  for (const auto& buffer : buffers_) all.push_back(buffer.get());
+  if (rotation_) {
+    for (const GuardedBuffer* buffer : rotation_->buffers()) all.push_back(buffer);
+  }
+  for (const GuardedBuffer* buffer : all) {
     for (const GuardViolation& found : buffer->check_guards()) {
       auto same = [&](const GuardViolation& known) {
         return known.tensor == found.tensor && known.side == found.side;
@@ -428,6 +465,12 @@ void Evaluation::check_guards() {
       }
     }
   }
+}
+
+void Evaluation::end_phase(const char* name) {
+  const auto now = std::chrono::steady_clock::now();
+  result_.phases.push_back({name, std::chrono::duration<double>(now - phase_start_).count()});
+  phase_start_ = now;
 }
 
 void Evaluation::check_leftovers(const std::string& phase) {
@@ -485,9 +528,9 @@ std::vector<std::string> Evaluation::first_inputs() const {
   return files;
 }
 
-void Evaluation::write_outputs(const std::string& suffix) {
+void Evaluation::write_outputs(const std::vector<GuardedBuffer*>& buffers, const std::string& suffix) {
   for (std::size_t i = 0; i < request_.outputs.size(); ++i) {
-    write_text(dir_ / (request_.outputs[i].file + suffix), output_buffers_[i]->download());
+    write_text(dir_ / (request_.outputs[i].file + suffix), buffers[i]->download());
   }
 }
 

@@ -36,6 +36,15 @@ Trace sample_trace() {
   p.achieved_gbps = 3728.7;
   t.performance = p;
   t.timestamp = "2026-11-30T00:37:25Z";
+  t.performance->rotation_sets = 3;
+  t.performance->rotation_bytes = 201351168;
+  GpuClocks clocks;
+  clocks.available = true;
+  clocks.before = ClockReading{345, 1980, 1980, 3201, 38, 80.5, 1};
+  clocks.after = ClockReading{1980, 1980, 1980, 3201, 44, 410.0, 0};
+  t.clocks = clocks;
+  t.phases = {{"inputs", 0.5}, {"solution_timing", 1.25}};
+  t.wall_seconds = 2.0;
   return t;
 }
 
@@ -47,6 +56,13 @@ TEST(JsonTrace, RoundTripsEveryField) {
   ASSERT_TRUE(back.performance && back.performance->baseline);
   EXPECT_DOUBLE_EQ(back.performance->baseline->median_ms, 0.145);
   EXPECT_FALSE(back.performance->sol_fraction.has_value());
+  EXPECT_EQ(back.performance->rotation_sets, 3);
+  ASSERT_TRUE(back.clocks);
+  EXPECT_EQ(back.clocks->after.sm_mhz, 1980u);
+  EXPECT_DOUBLE_EQ(back.clocks->before.power_w, 80.5);
+  ASSERT_EQ(back.phases.size(), 2u);
+  EXPECT_EQ(back.phases[1].name, "solution_timing");
+  EXPECT_DOUBLE_EQ(back.wall_seconds, 2.0);
 }
 
 TEST(JsonTrace, InfinityIsWrittenAsNullAndReadBack) {

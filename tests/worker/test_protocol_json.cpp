@@ -19,6 +19,10 @@ TEST(ProtocolJson, RequestRoundTrips) {
   request.timing.warmup = 7;
   request.timing.max_seconds = 2.5;
   request.timing.flush_l2 = false;
+  request.timing.rotate_cache_multiple = 2.5;
+  request.timing.rotate_max_sets = 9;
+  request.timing.rotate_max_bytes = int64_t{5} << 30;
+  request.deterministic = false;
 
   json j = request;
   EXPECT_EQ(j["device"], "cuda");
@@ -30,6 +34,9 @@ TEST(ProtocolJson, RequestRoundTrips) {
   EXPECT_EQ(back.inputs[0].strides, (std::vector<int64_t>{8, 1}));
   EXPECT_EQ(back.timing.warmup, 7);
   EXPECT_FALSE(back.timing.flush_l2);
+  EXPECT_EQ(back.timing.rotate_max_sets, 9);
+  EXPECT_EQ(back.timing.rotate_max_bytes, int64_t{5} << 30);
+  EXPECT_FALSE(back.deterministic);
 }
 
 TEST(ProtocolJson, ResultRoundTrips) {
@@ -40,10 +47,36 @@ TEST(ProtocolJson, ResultRoundTrips) {
   result.guard_violations = {GuardViolation{"y", "after", 12}};
   result.samples_ms = {0.125, 0.25};
   result.device_name = "NVIDIA H200";
+  result.rotation_sets = 3;
+  result.rotation_bytes = 267386880;
+  result.timed_check = TimedCallCheck{24, 1, 3, 2, "q", 16, {"'x' of copy 2"}};
+  GpuClocks clocks;
+  clocks.available = true;
+  clocks.after.sm_mhz = 1410;
+  clocks.after.throttle_reasons = 0x4;
+  clocks.reasons = {"sw_power_cap"};
+  clocks.throttled = true;
+  clocks.warning = "throttled";
+  result.clocks = clocks;
+  result.phases = {{"setup", 0.25}, {"timing", 1.5}};
   json j = result;
   WorkerResult back = j.get<WorkerResult>();
   EXPECT_EQ(json(back), j);
   EXPECT_EQ(back.guard_violations[0].bytes, 12);
+  EXPECT_EQ(back.timed_check.first_output, "q");
+  EXPECT_EQ(back.timed_check.modified_inputs, std::vector<std::string>{"'x' of copy 2"});
+  ASSERT_TRUE(back.clocks);
+  EXPECT_EQ(back.clocks->after.throttle_reasons, 0x4u);
+  EXPECT_EQ(back.phases[1].name, "timing");
+
+  // A result without the newer fields (an older worker) still reads, with their defaults.
+  j.erase("clocks");
+  j.erase("timed_check");
+  j.erase("phases");
+  back = j.get<WorkerResult>();
+  EXPECT_FALSE(back.clocks);
+  EXPECT_EQ(back.timed_check.mismatched_calls, 0);
+  EXPECT_TRUE(back.phases.empty());
 }
 
 TEST(ProtocolJson, OmittedStridesAreRowMajorAndDefaultsApply) {

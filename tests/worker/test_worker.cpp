@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "harness.hpp"
 
@@ -257,7 +260,7 @@ TEST_F(Worker, TheSecondDrawRunsFirstAndIsRepeatedInTheSameBuffers) {
   write_raw(dir_ / "x.bin", x1);
   write_raw(dir_ / "z.bin", z1);
   request.second_inputs = {"x2.bin", "z2.bin"};
-  request.repeat = true;
+  request.deterministic = true;
   WorkerRun done = run(request);
   ASSERT_TRUE(done.result) << done.process.output;
   EXPECT_EQ(done.result->status, "ok") << done.result->phase << ": " << done.result->message;
@@ -275,4 +278,168 @@ TEST_F(Worker, TheSecondDrawRunsFirstAndIsRepeatedInTheSameBuffers) {
   }
   EXPECT_EQ(read_raw<float>(dir_ / "x2.bin.after"), x2);
   EXPECT_EQ(read_raw<float>(dir_ / "x.bin.after"), x1);
+}
+
+namespace {
+
+// Few timed calls, exactly `samples` of them after one warm-up call.
+void time_exactly(WorkerRequest& request, int samples) {
+  request.time = true;
+  request.timing.warmup = 1;
+  request.timing.min_samples = samples;
+  request.timing.max_samples = samples;
+  request.timing.max_seconds = 60;
+  request.timing.target_ci = 0;
+}
+
+std::vector<std::pair<std::string, std::string>> read_address_log(const fs::path& file) {
+  std::vector<std::pair<std::string, std::string>> calls;
+  std::ifstream in(file);
+  std::string x, y;
+  while (in >> x >> y) calls.emplace_back(x, y);
+  return calls;
+}
+
+}  // namespace
+
+TEST_F(Worker, TimedCallsRotateThroughCopiesAtOtherAddresses) {
+  WorkerRequest request = axpy_request(built("logs_addresses.cpp"));
+  time_exactly(request, 7);
+  request.timing.rotate_max_sets = 4;  // the cpu's cache would ask for more copies of these tiny tensors
+  const fs::path log = dir_ / "addresses.txt";
+  ::setenv("D2K_TEST_ADDRESS_LOG", log.c_str(), 1);
+  WorkerRun done = run(request);
+  ::unsetenv("D2K_TEST_ADDRESS_LOG");
+  ASSERT_TRUE(done.result) << done.process.output;
+  ASSERT_EQ(done.result->status, "ok") << done.result->message;
+  EXPECT_EQ(done.result->rotation_sets, 4);
+  EXPECT_EQ(done.result->rotation_bytes, 4 * (30 + 24 + 24) * 4);  // x spans 30 floats, z and y 24
+
+  const auto calls = read_address_log(log);
+  ASSERT_EQ(calls.size(), 9u);  // the correctness call, one warm-up call, seven timed ones
+  std::set<std::string> xs, ys;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    xs.insert(calls[i].first);
+    ys.insert(calls[i].second);
+    if (i > 0) EXPECT_NE(calls[i].first, calls[i - 1].first) << "call " << i << " found x where call " << i - 1 << " did";
+    if (i >= 4) EXPECT_EQ(calls[i].first, calls[i - 4].first) << "the copies are used in turn";
+  }
+  EXPECT_EQ(xs.size(), 4u);
+  EXPECT_EQ(ys.size(), 4u);
+  EXPECT_EQ(done.result->timed_check.calls, 8);
+  EXPECT_EQ(done.result->timed_check.mismatched_calls, 0);
+  EXPECT_TRUE(done.result->timed_check.modified_inputs.empty());
+  EXPECT_TRUE(done.result->guard_violations.empty());
+
+  // The files hold the last timed call's outputs, which are right.
+  std::vector<float> y = read_raw<float>(dir_ / "y.bin");
+  ASSERT_EQ(y.size(), 24u);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) EXPECT_FLOAT_EQ(y[i * 6 + j], expected_y(i, j)) << i << "," << j;
+  }
+
+  // Rotation off: one copy, every call at the same address.
+  fs::remove(log);
+  request.timing.rotate_cache_multiple = 0;
+  ::setenv("D2K_TEST_ADDRESS_LOG", log.c_str(), 1);
+  done = run(request);
+  ::unsetenv("D2K_TEST_ADDRESS_LOG");
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->rotation_sets, 1);
+  xs.clear();
+  for (const auto& call : read_address_log(log)) xs.insert(call.first);
+  EXPECT_EQ(xs.size(), 1u);
+}
+
+TEST_F(Worker, AWrongResultInAnyTimedCallIsCaught) {
+  WorkerRequest request = axpy_request(built("wrong_on_third_call.cpp"));
+  time_exactly(request, 6);
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok") << done.result->message;
+  const TimedCallCheck& check = done.result->timed_check;
+  EXPECT_EQ(check.calls, 7);
+  EXPECT_EQ(check.mismatched_calls, 1);
+  EXPECT_EQ(check.first_call, 2);  // the third call overall: the correctness call, then warm-up 1, then this
+  EXPECT_EQ(check.first_output, "y");
+  EXPECT_GE(check.first_bytes, 1);
+  EXPECT_LE(check.first_bytes, 4);
+  EXPECT_GE(check.first_set, 0);
+  EXPECT_LT(check.first_set, done.result->rotation_sets);
+
+  // The same solution, told the op is not deterministic: no bytewise check, the last call's outputs.
+  request.deterministic = false;
+  done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->timed_check.calls, 0);
+  EXPECT_EQ(done.result->timed_check.mismatched_calls, 0);
+}
+
+TEST_F(Worker, ACachedResultFailsTheCheckOfEveryLaterCall) {
+  WorkerRequest request = axpy_request(built("computes_once.cpp"));
+  time_exactly(request, 5);
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->timed_check.calls, 6);
+  EXPECT_EQ(done.result->timed_check.mismatched_calls, 6);
+  EXPECT_EQ(done.result->timed_check.first_call, 1);
+}
+
+// Each call multiplies x in place: without the restore before every call, the second call on a copy
+// would return factor^2 * x and the bytewise check would fail.
+TEST_F(Worker, InPlaceInputsAreRestoredBeforeEveryTimedCall) {
+  std::uniform_int_distribution<int32_t> values(-1000, 1000);
+  std::vector<int32_t> x(1000);
+  for (int32_t& v : x) v = values(random_);
+  write_raw(dir_ / "x.bin", x);
+  WorkerRequest request;
+  request.library = built("scale_inplace.cpp").string();
+  request.device = Device::cpu;
+  request.inputs = {tensor("x", DType::i32, {10, 100}, {100, 1}, "x.bin")};
+  request.outputs = {tensor("x", DType::i32, {10, 100}, {100, 1}, "x.out.bin")};
+  request.outputs[0].inplace = true;
+  request.scalars = {WireScalar{"factor", true, 3.0}};
+  time_exactly(request, 9);
+  request.timing.rotate_max_sets = 3;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->status, "ok") << done.result->message;
+  EXPECT_EQ(done.result->rotation_sets, 3);
+  EXPECT_EQ(done.result->rotation_bytes, 3 * 4000);  // an in-place output adds no bytes of its own
+  EXPECT_EQ(done.result->timed_check.calls, 10);
+  EXPECT_EQ(done.result->timed_check.mismatched_calls, 0);
+  std::vector<int32_t> out = read_raw<int32_t>(dir_ / "x.out.bin");
+  ASSERT_EQ(out.size(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out[i], 3 * x[i]) << i;
+}
+
+TEST_F(Worker, AnInputModifiedOnlyInARotatedCopyIsReported) {
+  WorkerRequest request = axpy_request(built("modifies_rotated_input.cpp"));
+  time_exactly(request, 4);
+  request.timing.rotate_max_sets = 3;
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  const auto& modified = done.result->timed_check.modified_inputs;
+  ASSERT_EQ(modified.size(), 2u);
+  EXPECT_EQ(modified[0], "'x' of copy 1");
+  EXPECT_EQ(modified[1], "'x' of copy 2");
+  // Copy 0 was left alone: what goes back to the orchestrator is what it sent.
+  EXPECT_EQ(read_raw<float>(dir_ / "x.bin.after"), x_);
+}
+
+TEST_F(Worker, TheResultSaysWhereTheWorkersTimeWent) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  time_exactly(request, 3);
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  std::vector<std::string> names;
+  double total = 0;
+  for (const Phase& phase : done.result->phases) {
+    names.push_back(phase.name);
+    EXPECT_GE(phase.seconds, 0.0) << phase.name;
+    total += phase.seconds;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"setup", "load", "correctness", "rotation", "timing", "finish"}));
+  EXPECT_LE(total, done.process.seconds);
+  EXPECT_FALSE(done.result->clocks) << "the cpu device has no GPU clocks";
 }

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "harness.hpp"
+#include "timing/rotation.hpp"
 #include "timing/stats.hpp"
 
 using namespace d2k;
@@ -115,4 +116,81 @@ TEST_F(WorkerGpu, WorkHiddenOnAnotherStreamIsTimed) {
   std::cout << "hidden work: median " << summary.median_ms << " ms\n";
   // 400 passes over 32 MiB: far above the few microseconds the call's own stream shows.
   EXPECT_GT(summary.median_ms, 0.2);
+}
+
+namespace {
+
+// y = x on `floats` f32 values; returns the worker's result.
+WorkerRun time_copy(const fs::path& dir, const fs::path& library, int64_t floats, double cache_multiple) {
+  std::vector<float> x(static_cast<std::size_t>(floats));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 8191) * 0.25f;
+  write_raw(dir / "x.bin", x);
+  WorkerRequest request;
+  request.library = library.string();
+  request.device = Device::cuda;
+  request.inputs = {tensor("x", DType::f32, {floats}, {1}, "x.bin")};
+  request.outputs = {tensor("y", DType::f32, {floats}, {1}, "y.bin")};
+  request.timing.warmup = 3;
+  request.timing.min_samples = 50;
+  request.timing.max_samples = 200;
+  request.timing.max_seconds = 2.0;
+  request.timing.target_ci = 0.005;
+  request.timing.rotate_cache_multiple = cache_multiple;
+  return run_worker(dir, request, 300);
+}
+
+}  // namespace
+
+// A 24 MB input and its 24 MB output fit in the H200's 60 MB L2. Cold and rotated, their copy must cost
+// per byte about what a copy far larger than any L2 costs (a smaller copy pays more per byte for the
+// launch and the ramp, so it may be slower, never clearly faster): nothing of the input is served by L2.
+TEST_F(WorkerGpu, RotationKeepsAnInputOfAboutTheL2SizeOutOfIt) {
+  const fs::path library = built("copy_cuda.cu", Device::cuda);
+  const std::size_t l2 = last_level_cache_bytes(Device::cuda);
+  auto per_byte = [&](int64_t floats, double multiple, WorkerRun& done) {
+    done = time_copy(dir_, library, floats, multiple);
+    EXPECT_TRUE(done.result) << done.process.output;
+    if (!done.result) return 0.0;
+    EXPECT_EQ(done.result->status, "ok") << done.result->message;
+    EXPECT_EQ(done.result->timed_check.mismatched_calls, 0);
+    return summarize(done.result->samples_ms).median_ms / (2.0 * 4.0 * static_cast<double>(floats));
+  };
+  WorkerRun small, flushed, large;
+  const double small_ns = per_byte(int64_t{6} << 20, 3.0, small) * 1e6;
+  const double flushed_ns = per_byte(int64_t{6} << 20, 0.0, flushed) * 1e6;
+  const double large_ns = per_byte(int64_t{128} << 20, 3.0, large) * 1e6;
+  ASSERT_TRUE(small.result && flushed.result && large.result);
+  std::cout << "L2 " << (l2 >> 20) << " MiB; ns per byte moved: 24 MB rotated over " << small.result->rotation_sets
+            << " copies " << small_ns << ", 24 MB flushed only " << flushed_ns << ", 512 MB rotated over "
+            << large.result->rotation_sets << " copies " << large_ns << "\n";
+  EXPECT_GE(static_cast<double>(small.result->rotation_bytes), 3.0 * static_cast<double>(l2));
+  EXPECT_EQ(flushed.result->rotation_sets, 1);
+  EXPECT_EQ(large.result->rotation_sets, 2);
+  EXPECT_GE(small_ns, 0.9 * large_ns) << "the rotated 24 MB copy is served from L2";
+}
+
+TEST_F(WorkerGpu, TheResultCarriesTheGpuClocks) {
+  WorkerRequest request = axpy_request(built("axpy_cuda.cu", Device::cuda));
+  request.time = true;
+  request.timing.min_samples = 20;
+  request.timing.max_samples = 20;
+  WorkerRun done = run_worker(dir_, request);
+  ASSERT_TRUE(done.result) << done.process.output;
+  ASSERT_TRUE(done.result->clocks);
+  const GpuClocks& clocks = *done.result->clocks;
+  ASSERT_TRUE(clocks.available) << clocks.unavailable;
+  for (const ClockReading* r : {&clocks.before, &clocks.after}) {
+    EXPECT_GT(r->sm_mhz, 0u);
+    EXPECT_GT(r->sm_max_mhz, 500u);
+    EXPECT_LE(r->sm_mhz, r->sm_max_mhz);
+    EXPECT_GT(r->memory_mhz, 0u);
+    EXPECT_GT(r->temperature_c, 0u);
+    EXPECT_LT(r->temperature_c, 110u);
+    EXPECT_GT(r->power_w, 10.0);
+  }
+  std::cout << "SM " << clocks.after.sm_mhz << "/" << clocks.after.sm_max_mhz << " MHz (application "
+            << clocks.after.sm_application_mhz << "), memory " << clocks.after.memory_mhz << " MHz, "
+            << clocks.after.temperature_c << " C, " << clocks.after.power_w << " W"
+            << (clocks.throttled ? "; " + clocks.warning : std::string()) << "\n";
+  EXPECT_EQ(done.result->timed_check.calls, 3 + 20) << "warm-up and timed calls are all checked";
 }
