@@ -18,6 +18,7 @@ struct Used {
   int turns = 0;  // model responses received
   int64_t input_tokens = 0;
   int64_t cached_input_tokens = 0;
+  int64_t cache_write_input_tokens = 0;
   int64_t output_tokens = 0;
   double cost_usd = 0;
   double wall_seconds = 0;

@@ -103,6 +103,7 @@ void to_json(nlohmann::json& j, const Used& u) {
   j = {{"turns", u.turns},
        {"input_tokens", u.input_tokens},
        {"cached_input_tokens", u.cached_input_tokens},
+       {"cache_write_input_tokens", u.cache_write_input_tokens},
        {"output_tokens", u.output_tokens},
        {"cost_usd", u.cost_usd},
        {"wall_seconds", u.wall_seconds}};
@@ -148,6 +149,7 @@ json response(int turn, const llm::ChatResponse& r, double cost_usd) {
           {"stop_reason", r.stop_reason},
           {"usage", {{"input_tokens", r.usage.input_tokens},
                      {"cached_input_tokens", r.usage.cached_input_tokens},
+                     {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
                      {"output_tokens", r.usage.output_tokens},
                      {"raw", r.usage.raw}}},
           {"cost_usd", cost_usd},
@@ -181,8 +183,10 @@ json budget(int turn, const Used& used, int format_errors, const std::optional<O
   return j;
 }
 
-json end(RunStatus status, const std::string& reason) {
-  return {{"type", "end"}, {"status", std::string(name_of(status))}, {"reason", reason}};
+json end(RunStatus status, const std::string& reason, const json& error) {
+  json j = {{"type", "end"}, {"status", std::string(name_of(status))}, {"reason", reason}};
+  if (!error.is_null()) j["error"] = error;
+  return j;
 }
 
 json final(RunStatus status, const std::string& reason, const std::string& solution, bool passed,
@@ -216,6 +220,7 @@ llm::Usage usage(const json& r) {
   llm::Usage usage;
   usage.input_tokens = u.at("input_tokens").get<int64_t>();
   usage.cached_input_tokens = u.at("cached_input_tokens").get<int64_t>();
+  usage.cache_write_input_tokens = u.value("cache_write_input_tokens", int64_t{0});
   usage.output_tokens = u.at("output_tokens").get<int64_t>();
   usage.raw = u.at("raw");
   return usage;

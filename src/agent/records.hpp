@@ -46,7 +46,8 @@ json tool_call(int turn, int index, const llm::ToolCall& call);
 json tool_result(int turn, int index, const llm::ToolCall& call, const ToolOutcome& outcome, const std::string& content);
 json user(int turn, const std::string& text);
 json budget(int turn, const Used& used, int format_errors, const std::optional<Overhead>& overhead);
-json end(RunStatus status, const std::string& reason);
+// error: for an endpoint failure, {kind, http_status, attempts, body}.
+json end(RunStatus status, const std::string& reason, const json& error = nullptr);
 json final(RunStatus status, const std::string& reason, const std::string& solution, bool passed,
            const std::vector<Trace>& traces, const Used& used, const json& overhead_summary);
 json resume(int from_turn, const std::string& torn, const std::vector<int>& rerun_calls);

@@ -82,6 +82,7 @@ class Loop {
         used_.turns = r.at("turn").get<int>();
         used_.input_tokens += usage.input_tokens;
         used_.cached_input_tokens += usage.cached_input_tokens;
+        used_.cache_write_input_tokens += usage.cache_write_input_tokens;
         used_.output_tokens += usage.output_tokens;
         used_.cost_usd += r.at("cost_usd").get<double>();
         begin_turn(record::assistant_message(r));
@@ -185,8 +186,12 @@ class Loop {
           response = setup_.client->complete(request);
         } catch (const llm::ChatError& e) {
           model_seconds_ += seconds_since(started);
+          const json error = {{"kind", llm::to_string(e.kind())}, {"http_status", e.http_status()},
+                              {"attempts", e.attempts()}, {"body", cap_text(e.body(), 4096)}};
           end(e.kind() == llm::ChatError::Kind::context_length ? RunStatus::context_overflow : RunStatus::api_error,
-              fmt::format("{}{}", e.http_status() ? fmt::format("HTTP {}: ", e.http_status()) : "", e.what()));
+              fmt::format("{} error{}: {}", llm::to_string(e.kind()),
+                          e.http_status() ? fmt::format(" (HTTP {})", e.http_status()) : "", e.what()),
+              error);
           return;
         }
         model_seconds_ += seconds_since(started);
@@ -194,6 +199,7 @@ class Loop {
         ++used_.turns;
         used_.input_tokens += response.usage.input_tokens;
         used_.cached_input_tokens += response.usage.cached_input_tokens;
+        used_.cache_write_input_tokens += response.usage.cache_write_input_tokens;
         used_.output_tokens += response.usage.output_tokens;
         used_.cost_usd += cost;
         writer_.append(record::response(used_.turns, response, cost));
@@ -323,10 +329,10 @@ class Loop {
     fs::remove(undo_dir() / fmt::format("{}.content", index), ignored);
   }
 
-  void end(RunStatus status, const std::string& reason) {
+  void end(RunStatus status, const std::string& reason, const json& error = nullptr) {
     status_ = status;
     reason_ = reason;
-    writer_.append(record::end(status, reason));
+    writer_.append(record::end(status, reason, error));
     crash_point("end");
     phase_ = Phase::ending;
   }

@@ -46,6 +46,7 @@ struct ChatRequest {
 struct Usage {
   int64_t input_tokens = 0;         // all prompt tokens, cached ones included
   int64_t cached_input_tokens = 0;  // the part of input_tokens read from the provider's cache
+  int64_t cache_write_input_tokens = 0;  // the part of input_tokens written to the cache (Anthropic bills it apart)
   int64_t output_tokens = 0;
   nlohmann::json raw;               // the provider's usage object, as it came
 };
@@ -66,13 +67,22 @@ class ChatError : public std::runtime_error {
   enum class Kind { auth, spend_limit, context_length, rate_limited, server, bad_request, bad_response, network };
   ChatError(Kind kind, int http_status, const std::string& message)
       : std::runtime_error(message), kind_(kind), http_status_(http_status) {}
+  ChatError(Kind kind, int http_status, const std::string& message, int attempts, std::string body)
+      : std::runtime_error(message), kind_(kind), http_status_(http_status), attempts_(attempts), body_(std::move(body)) {}
   Kind kind() const { return kind_; }
   int http_status() const { return http_status_; }  // 0 when no HTTP response came
+  int attempts() const { return attempts_; }         // HTTP attempts made, 0 when none was
+  const std::string& body() const { return body_; }  // the last response's body as it came, for the transcript
 
  private:
   Kind kind_;
   int http_status_;
+  int attempts_ = 0;
+  std::string body_;
 };
+
+// "auth", "spend_limit", ...: the kind as transcripts and messages spell it.
+const char* to_string(ChatError::Kind kind);
 
 class ChatClient {
  public:

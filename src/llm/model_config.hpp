@@ -1,6 +1,7 @@
 // Models come from a config file (TOML), one [models.<name>] table each. See docs/agent.md.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "llm/chat.hpp"
+#include "llm/clock.hpp"
 
 namespace d2k::llm {
 
@@ -17,6 +19,7 @@ struct Prices {  // US dollars per million tokens
   double input = 0;
   double cached_input = 0;
   double output = 0;
+  double cache_write = 0;  // tokens written to the prompt cache (Anthropic: 1.25 x input); the config's default: input
 };
 
 struct RetryPolicy {
@@ -38,6 +41,9 @@ struct ModelConfig {
   double requests_per_minute = 0;  // per-provider rate limit shared by this process's clients; 0: none
   double timeout_s = 600;          // per HTTP attempt
   RetryPolicy retry;
+  // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
+  // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.
+  bool prompt_cache = true;
 };
 
 // Every model of a config file. A malformed file throws d2k::Error naming the file, the field
@@ -46,6 +52,16 @@ std::map<std::string, ModelConfig> load_models(const std::filesystem::path& file
 
 double cost_usd(const Usage& usage, const Prices& prices);
 
+// The key is read from the environment variable api_key_env here; a missing or empty one throws
+// ChatError(auth). Clients of one base_url share a rate limiter (requests_per_minute).
 std::unique_ptr<ChatClient> make_client(const ModelConfig& config);
+
+struct ClientOptions {
+  std::shared_ptr<Clock> clock;   // every wait (backoff, Retry-After, rate limit) goes through it; null: the system clock
+  std::optional<uint64_t> seed;   // of the backoff jitter; none: a random one
+};
+std::unique_ptr<ChatClient> make_client(const ModelConfig& config, const ClientOptions& options);
+
+const char* to_string(Provider provider);  // "openai" | "anthropic"
 
 }  // namespace d2k::llm

@@ -1,0 +1,268 @@
+// models.toml: every key is checked (unknown ones rejected) and every error names file:line, the field
+// path (models.<name>.<key>) and the value as written, the way core/task_loader.cpp reports task.toml.
+#include "llm/model_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#if __has_include(<toml++/toml.hpp>)
+#include <toml++/toml.hpp>
+#else
+#include <toml++/toml.h>  // Debian's libtomlplusplus-dev ships the single header under this name
+#endif
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace d2k::llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string show(const toml::node& node) {
+  if (auto text = node.value_exact<std::string>()) {
+    std::string out = "\"";
+    for (char c : *text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out + "\"";
+  }
+  if (auto integer = node.value_exact<int64_t>()) return std::to_string(*integer);
+  if (auto real = node.value_exact<double>()) {
+    std::string out = fmt::format("{}", *real);
+    return out.find_first_of(".eEn") == std::string::npos ? out + ".0" : out;
+  }
+  if (auto flag = node.value_exact<bool>()) return *flag ? "true" : "false";
+  std::string out;
+  if (const toml::array* array = node.as_array()) {
+    for (const toml::node& element : *array) out += (out.empty() ? "" : ", ") + show(element);
+    return "[" + out + "]";
+  }
+  if (const toml::table* table = node.as_table()) {
+    for (auto&& [key, value] : *table) out += (out.empty() ? "" : ", ") + std::string(key.str()) + " = " + show(value);
+    return "{ " + out + " }";
+  }
+  std::ostringstream other;
+  other << toml::node_view<const toml::node>(&node);
+  return other.str();
+}
+
+class Reader {
+ public:
+  explicit Reader(const fs::path& file) : file_(file.string()) {}
+
+  [[noreturn]] void error(const toml::node* at, const std::string& field, const std::string& message) const {
+    fail("{}: {}", prefix(at, field), message);
+  }
+  [[noreturn]] void bad(const toml::node& at, const std::string& field, const std::string& message) const {
+    fail("{} = {}: {}", prefix(&at, field), show(at), message);
+  }
+
+  // A table whose keys must all be among `allowed`.
+  void closed(const toml::table& table, const std::string& path, std::initializer_list<std::string_view> allowed) const {
+    for (auto&& [key, node] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        std::string known;
+        for (auto name : allowed) known += (known.empty() ? "" : ", ") + std::string(name);
+        error(&node, path + "." + std::string(key.str()), fmt::format("unknown key (known keys: {})", known));
+      }
+    }
+  }
+
+  std::string string(const toml::node& node, const std::string& field) const {
+    auto value = node.value_exact<std::string>();
+    if (!value) bad(node, field, "must be a string");
+    return *value;
+  }
+  double number(const toml::node& node, const std::string& field) const {
+    if (!node.is_number()) bad(node, field, "must be a number");
+    double value = *node.value<double>();
+    if (!std::isfinite(value)) bad(node, field, "must be finite");
+    return value;
+  }
+  int64_t integer(const toml::node& node, const std::string& field) const {
+    auto value = node.value_exact<int64_t>();
+    if (!value) bad(node, field, "must be an integer");
+    return *value;
+  }
+  const toml::table& table(const toml::node& node, const std::string& field) const {
+    if (!node.is_table()) bad(node, field, "must be a table");
+    return *node.as_table();
+  }
+
+ private:
+  std::string prefix(const toml::node* at, const std::string& field) const {
+    std::string out = file_;
+    if (at != nullptr && at->source().begin.line > 0) out += fmt::format(":{}", at->source().begin.line);
+    return field.empty() ? out : out + ": " + field;
+  }
+
+  std::string file_;
+};
+
+bool is_model_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+bool is_env_name(std::string_view name) {
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name.front())) &&
+         std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+ModelConfig read_model(const Reader& reader, const std::string& name, const toml::table& table, const std::string& path) {
+  reader.closed(table, path,
+                {"provider", "base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p", "prices",
+                 "requests_per_minute", "timeout_s", "retry", "prompt_cache"});
+  auto field = [&](std::string_view key) { return path + "." + std::string(key); };
+  auto need = [&](std::string_view key) -> const toml::node& {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) reader.error(&table, path, fmt::format("missing required key '{}'", key));
+    return *node;
+  };
+  // A number that must lie in [low, high] (bounds optional); low_open makes it (low, high].
+  auto ranged = [&](const toml::node& node, const std::string& at, std::optional<double> low, std::optional<double> high,
+                    bool low_open, const char* rule) {
+    double value = reader.number(node, at);
+    if ((low && (low_open ? value <= *low : value < *low)) || (high && value > *high)) reader.bad(node, at, rule);
+    return value;
+  };
+
+  ModelConfig config;
+  config.name = name;
+
+  const toml::node& provider = need("provider");
+  std::string kind = reader.string(provider, field("provider"));
+  if (kind == "openai") {
+    config.provider = Provider::openai;
+  } else if (kind == "anthropic") {
+    config.provider = Provider::anthropic;
+  } else {
+    reader.bad(provider, field("provider"), "unknown provider (known: openai, anthropic)");
+  }
+
+  const toml::node& base_url = need("base_url");
+  config.base_url = reader.string(base_url, field("base_url"));
+  if (!config.base_url.starts_with("http://") && !config.base_url.starts_with("https://")) {
+    reader.bad(base_url, field("base_url"), "must start with http:// or https://");
+  }
+  while (config.base_url.ends_with('/')) config.base_url.pop_back();
+
+  const toml::node& model = need("model");
+  config.model = reader.string(model, field("model"));
+  if (config.model.empty()) reader.bad(model, field("model"), "must not be empty");
+
+  if (const toml::node* node = table.get("api_key_env")) {
+    config.api_key_env = reader.string(*node, field("api_key_env"));
+    if (!config.api_key_env.empty() && !is_env_name(config.api_key_env)) {
+      reader.bad(*node, field("api_key_env"), "must be an environment variable's name (letters, digits, _), or \"\" for no key");
+    }
+  }
+  if (const toml::node* node = table.get("max_tokens")) {
+    int64_t value = reader.integer(*node, field("max_tokens"));
+    if (value < 1 || value > 10'000'000) reader.bad(*node, field("max_tokens"), "must be between 1 and 10000000");
+    config.max_tokens = static_cast<int>(value);
+  }
+  if (const toml::node* node = table.get("temperature")) {
+    config.temperature = ranged(*node, field("temperature"), 0.0, 2.0, false, "must be between 0 and 2");
+  }
+  if (const toml::node* node = table.get("top_p")) {
+    config.top_p = ranged(*node, field("top_p"), 0.0, 1.0, true, "must be in (0, 1]");
+  }
+
+  // Prices are required: a run whose cost silently reads 0 would defeat cost budgets.
+  const toml::node& prices = need("prices");
+  const toml::table& price_table = reader.table(prices, field("prices"));
+  std::string price_path = field("prices");
+  reader.closed(price_table, price_path, {"input", "cached_input", "output", "cache_write"});
+  auto price = [&](std::string_view key, bool required, double fallback) {
+    const toml::node* node = price_table.get(key);
+    if (node == nullptr) {
+      if (required) reader.error(&prices, price_path, fmt::format("missing required key '{}'", key));
+      return fallback;
+    }
+    return ranged(*node, price_path + "." + std::string(key), 0.0, std::nullopt, false, "must be >= 0");
+  };
+  config.prices.input = price("input", true, 0);
+  config.prices.output = price("output", true, 0);
+  config.prices.cached_input = price("cached_input", false, config.prices.input);  // no cache discount unless given
+  config.prices.cache_write = price("cache_write", false, config.prices.input);
+
+  if (const toml::node* node = table.get("requests_per_minute")) {
+    config.requests_per_minute = ranged(*node, field("requests_per_minute"), 0.0, std::nullopt, false, "must be >= 0 (0: no limit)");
+  }
+  if (const toml::node* node = table.get("timeout_s")) {
+    config.timeout_s = ranged(*node, field("timeout_s"), 0.0, std::nullopt, true, "must be > 0");
+  }
+  if (const toml::node* node = table.get("prompt_cache")) {
+    auto value = node->value_exact<bool>();
+    if (!value) reader.bad(*node, field("prompt_cache"), "must be true or false");
+    config.prompt_cache = *value;
+  }
+  if (const toml::node* node = table.get("retry")) {
+    std::string retry_path = field("retry");
+    const toml::table& retry = reader.table(*node, retry_path);
+    reader.closed(retry, retry_path, {"max_attempts", "base_delay_s", "max_delay_s"});
+    if (const toml::node* at = retry.get("max_attempts")) {
+      int64_t value = reader.integer(*at, retry_path + ".max_attempts");
+      if (value < 1 || value > 100) reader.bad(*at, retry_path + ".max_attempts", "must be between 1 and 100");
+      config.retry.max_attempts = static_cast<int>(value);
+    }
+    if (const toml::node* at = retry.get("base_delay_s")) {
+      config.retry.base_delay_s = ranged(*at, retry_path + ".base_delay_s", 0.0, std::nullopt, false, "must be >= 0");
+    }
+    if (const toml::node* at = retry.get("max_delay_s")) {
+      config.retry.max_delay_s = ranged(*at, retry_path + ".max_delay_s", 0.0, std::nullopt, false, "must be >= 0");
+      if (config.retry.max_delay_s < config.retry.base_delay_s) {
+        reader.bad(*at, retry_path + ".max_delay_s", fmt::format("must be >= base_delay_s ({})", config.retry.base_delay_s));
+      }
+    }
+  }
+  return config;
+}
+
+}  // namespace
+
+std::map<std::string, ModelConfig> load_models(const fs::path& file) {
+  Reader reader(file);
+  if (!fs::is_regular_file(file)) fail("{}: no such model config file", file.string());
+  toml::table root;
+  try {
+    root = toml::parse_file(file.string());
+  } catch (const toml::parse_error& error) {
+    fail("{}:{}:{}: invalid TOML: {}", file.string(), error.source().begin.line, error.source().begin.column,
+         error.description());
+  }
+  for (auto&& [key, node] : root) {
+    if (key.str() != "models") reader.error(&node, std::string(key.str()), "unknown key (known keys: models)");
+  }
+  const toml::node* models = root.get("models");
+  if (models == nullptr) reader.error(nullptr, "models", "missing: the file defines no [models.<name>] table");
+  const toml::table& tables = reader.table(*models, "models");
+  if (tables.empty()) reader.error(models, "models", "defines no model");
+  std::map<std::string, ModelConfig> out;
+  for (auto&& [key, node] : tables) {
+    std::string name(key.str());
+    std::string path = "models." + name;
+    if (!is_model_name(name)) reader.error(&node, path, "a model name is letters, digits, '_', '-' and '.'");
+    out.emplace(name, read_model(reader, name, reader.table(node, path), path));
+  }
+  return out;
+}
+
+double cost_usd(const Usage& usage, const Prices& prices) {
+  int64_t plain = std::max<int64_t>(0, usage.input_tokens - usage.cached_input_tokens - usage.cache_write_input_tokens);
+  return (static_cast<double>(plain) * prices.input + static_cast<double>(usage.cached_input_tokens) * prices.cached_input +
+          static_cast<double>(usage.cache_write_input_tokens) * prices.cache_write +
+          static_cast<double>(usage.output_tokens) * prices.output) /
+         1e6;
+}
+
+const char* to_string(Provider provider) { return provider == Provider::openai ? "openai" : "anthropic"; }
+
+}  // namespace d2k::llm

@@ -1,0 +1,36 @@
+// The two wire formats: a provider-neutral ChatRequest to a request body, a response body back to a
+// ChatResponse. Pure functions of JSON, so the retrying client (client.cpp) is the same for both.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "llm/chat.hpp"
+#include "llm/model_config.hpp"
+
+namespace d2k::llm {
+
+// A 2xx body that is not the shape the provider documents.
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+nlohmann::json openai_request(const ModelConfig& config, const ChatRequest& request);
+ChatResponse openai_response(const nlohmann::json& body);
+
+nlohmann::json anthropic_request(const ModelConfig& config, const ChatRequest& request);
+ChatResponse anthropic_response(const nlohmann::json& body);
+
+// What an error body says, for both providers: {"error": {"type", "code", "message"}} (OpenAI) and
+// {"type": "error", "error": {"type", "message"}} (Anthropic). Fields missing from the body stay empty.
+struct ProviderError {
+  std::string type;
+  std::string code;
+  std::string message;
+};
+ProviderError provider_error(const std::string& body);
+
+}  // namespace d2k::llm

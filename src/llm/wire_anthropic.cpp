@@ -1,0 +1,125 @@
+// The Anthropic Messages API (POST {base_url}/messages). The neutral conversation's tool messages become
+// tool_result blocks of a user message: consecutive user and tool messages merge into one user message,
+// tool results first (the API wants every tool_use answered at the start of the next user turn).
+#include <string>
+
+#include "llm/wire.hpp"
+
+namespace d2k::llm {
+namespace {
+
+using nlohmann::json;
+
+// Anthropic wants the input of a tool_use as an object. Arguments that are not one (only possible in a
+// conversation written by hand or carried over from another provider) are sent as text so nothing is lost.
+json tool_input(const std::string& arguments) {
+  json parsed = json::parse(arguments, nullptr, false);
+  if (!parsed.is_discarded() && parsed.is_object()) return parsed;
+  return {{"_invalid_arguments", arguments}};
+}
+
+std::string stop_reason(const json& reason) {
+  if (!reason.is_string()) return "other:" + reason.dump();
+  std::string value = reason.get<std::string>();
+  if (value == "end_turn" || value == "stop_sequence") return "end_turn";
+  if (value == "tool_use" || value == "max_tokens") return value;
+  return "other:" + value;
+}
+
+int64_t count(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+}  // namespace
+
+json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
+  json messages = json::array();
+  for (const Message& message : request.messages) {
+    bool user_side = message.role != Role::assistant;
+    const char* role = user_side ? "user" : "assistant";
+    if (messages.empty() || messages.back()["role"] != role) {
+      messages.push_back({{"role", role}, {"content", json::array()}});
+    }
+    json& content = messages.back()["content"];
+    if (message.role == Role::tool) {
+      json block = {{"type", "tool_result"}, {"tool_use_id", message.tool_call_id}, {"content", message.text}};
+      if (message.is_error) block["is_error"] = true;
+      // tool_result blocks go before any text of the same user turn.
+      auto first_text = content.begin();
+      while (first_text != content.end() && (*first_text)["type"] == "tool_result") ++first_text;
+      content.insert(first_text, std::move(block));
+      continue;
+    }
+    // The API refuses empty text blocks.
+    if (!message.text.empty()) content.push_back({{"type", "text"}, {"text", message.text}});
+    for (const ToolCall& call : message.tool_calls) {
+      content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
+    }
+  }
+  json cache = {{"type", "ephemeral"}};
+  // One breakpoint at the end of the conversation caches all of it (tools and system included) for the
+  // next turn, which appends to it.
+  if (config.prompt_cache && !messages.empty() && !messages.back()["content"].empty()) {
+    messages.back()["content"].back()["cache_control"] = cache;
+  }
+  json body = {{"model", config.model}, {"max_tokens", config.max_tokens}, {"messages", std::move(messages)}};
+  if (!request.system.empty()) {
+    // A second breakpoint after the system prompt: the cache lookup from the last block reaches back only
+    // 20 blocks, which one turn of many tool calls can exceed; tools and system stay cached regardless.
+    if (config.prompt_cache) {
+      body["system"] = json::array({{{"type", "text"}, {"text", request.system}, {"cache_control", cache}}});
+    } else {
+      body["system"] = request.system;
+    }
+  }
+  if (config.temperature) body["temperature"] = *config.temperature;
+  if (config.top_p) body["top_p"] = *config.top_p;
+  if (!request.tools.empty()) {
+    json tools = json::array();
+    for (const ToolSpec& tool : request.tools) {
+      tools.push_back({{"name", tool.name}, {"description", tool.description}, {"input_schema", tool.parameters}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  return body;
+}
+
+ChatResponse anthropic_response(const json& body) {
+  if (!body.is_object()) throw WireError("the body is not a JSON object");
+  if (body.value("type", "") == "error") throw WireError("the body is an error: " + body.value("error", json()).dump());
+  auto content = body.find("content");
+  if (content == body.end() || !content->is_array()) throw WireError("no content array");
+  ChatResponse response;
+  response.message.role = Role::assistant;
+  for (const json& block : *content) {
+    if (!block.is_object()) throw WireError("a content block that is not an object: " + block.dump());
+    std::string type = block.value("type", "");
+    if (type == "text") {
+      if (!block.contains("text") || !block["text"].is_string()) throw WireError("a text block without text");
+      response.message.text += block["text"].get<std::string>();
+    } else if (type == "tool_use") {
+      ToolCall call;
+      call.id = block.value("id", "");
+      call.name = block.value("name", "");
+      call.arguments = block.contains("input") ? block["input"].dump() : "{}";
+      response.message.tool_calls.push_back(std::move(call));
+    }
+    // Other blocks (thinking, ...) are not part of the neutral conversation; they stay in raw.
+  }
+  response.stop_reason = stop_reason(body.value("stop_reason", json(nullptr)));
+  if (auto usage = body.find("usage"); usage != body.end() && usage->is_object()) {
+    response.usage.raw = *usage;
+    int64_t reads = count(*usage, "cache_read_input_tokens"), writes = count(*usage, "cache_creation_input_tokens");
+    // Anthropic's input_tokens counts only the part neither read from nor written to the cache;
+    // Usage.input_tokens counts every prompt token.
+    response.usage.input_tokens = count(*usage, "input_tokens") + reads + writes;
+    response.usage.cached_input_tokens = reads;
+    response.usage.cache_write_input_tokens = writes;
+    response.usage.output_tokens = count(*usage, "output_tokens");
+  }
+  response.raw = body;
+  return response;
+}
+
+}  // namespace d2k::llm

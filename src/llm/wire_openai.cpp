@@ -1,0 +1,155 @@
+// OpenAI-compatible chat completions (POST {base_url}/chat/completions). Tool calls carry their
+// arguments as a JSON string, passed through untouched both ways: the model may write invalid JSON and
+// the agent loop tells it so.
+#include <string>
+
+#include "llm/wire.hpp"
+
+namespace d2k::llm {
+namespace {
+
+using nlohmann::json;
+
+json message_json(const Message& message) {
+  switch (message.role) {
+    case Role::user:
+      return {{"role", "user"}, {"content", message.text}};
+    case Role::tool:
+      return {{"role", "tool"}, {"tool_call_id", message.tool_call_id}, {"content", message.text}};
+    case Role::assistant: {
+      json out = {{"role", "assistant"}};
+      // An assistant turn of tool calls only has content null; an empty string is refused by some servers.
+      out["content"] = message.text.empty() && !message.tool_calls.empty() ? json(nullptr) : json(message.text);
+      if (!message.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ToolCall& call : message.tool_calls) {
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        out["tool_calls"] = std::move(calls);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+std::string stop_reason(const json& finish) {
+  if (!finish.is_string()) return "other:" + finish.dump();
+  std::string reason = finish.get<std::string>();
+  if (reason == "stop") return "end_turn";
+  if (reason == "tool_calls" || reason == "function_call") return "tool_use";
+  if (reason == "length") return "max_tokens";
+  return "other:" + reason;
+}
+
+int64_t count(const json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+}  // namespace
+
+json openai_request(const ModelConfig& config, const ChatRequest& request) {
+  json messages = json::array();
+  if (!request.system.empty()) messages.push_back({{"role", "system"}, {"content", request.system}});
+  for (const Message& message : request.messages) messages.push_back(message_json(message));
+  json body = {{"model", config.model}, {"messages", std::move(messages)}, {"max_tokens", config.max_tokens}};
+  if (config.temperature) body["temperature"] = *config.temperature;
+  if (config.top_p) body["top_p"] = *config.top_p;
+  if (!request.tools.empty()) {
+    json tools = json::array();
+    for (const ToolSpec& tool : request.tools) {
+      tools.push_back({{"type", "function"},
+                       {"function", {{"name", tool.name}, {"description", tool.description}, {"parameters", tool.parameters}}}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  return body;
+}
+
+ChatResponse openai_response(const json& body) {
+  if (!body.is_object()) throw WireError("the body is not a JSON object");
+  if (body.contains("error")) throw WireError("the body is an error: " + body["error"].dump());
+  auto choices = body.find("choices");
+  if (choices == body.end() || !choices->is_array() || choices->empty()) throw WireError("no choices");
+  const json& choice = (*choices)[0];
+  if (!choice.is_object() || !choice.contains("message") || !choice["message"].is_object()) {
+    throw WireError("choices[0] has no message object");
+  }
+  const json& message = choice["message"];
+  ChatResponse response;
+  response.message.role = Role::assistant;
+  if (auto content = message.find("content"); content != message.end()) {
+    if (content->is_string()) {
+      response.message.text = content->get<std::string>();
+    } else if (content->is_array()) {  // some compatible servers send content parts
+      for (const json& part : *content) {
+        if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
+          response.message.text += part["text"].get<std::string>();
+        }
+      }
+    } else if (!content->is_null()) {
+      throw WireError("choices[0].message.content is neither a string nor null");
+    }
+  }
+  if (auto calls = message.find("tool_calls"); calls != message.end() && !calls->is_null()) {
+    if (!calls->is_array()) throw WireError("choices[0].message.tool_calls is not an array");
+    for (const json& call : *calls) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+        throw WireError("a tool call without a function object: " + call.dump());
+      }
+      const json& function = call["function"];
+      ToolCall out;
+      out.id = call.value("id", "");
+      out.name = function.value("name", "");
+      if (auto arguments = function.find("arguments"); arguments != function.end()) {
+        // A string is kept byte for byte; a server that sends an object gets it serialized.
+        out.arguments = arguments->is_string() ? arguments->get<std::string>() : arguments->dump();
+      }
+      response.message.tool_calls.push_back(std::move(out));
+    }
+  }
+  response.stop_reason = stop_reason(choice.value("finish_reason", json(nullptr)));
+  if (auto usage = body.find("usage"); usage != body.end() && usage->is_object()) {
+    response.usage.raw = *usage;
+    response.usage.input_tokens = count(*usage, "prompt_tokens");
+    response.usage.output_tokens = count(*usage, "completion_tokens");
+    if (auto details = usage->find("prompt_tokens_details"); details != usage->end()) {
+      response.usage.cached_input_tokens = count(*details, "cached_tokens");
+    }
+  }
+  response.raw = body;
+  return response;
+}
+
+ProviderError provider_error(const std::string& body) {
+  ProviderError out;
+  json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    out.message = body.substr(0, 500);
+    return out;
+  }
+  const json* error = &parsed;
+  if (auto it = parsed.find("error"); it != parsed.end()) {
+    if (it->is_object()) {
+      error = &*it;
+    } else if (it->is_string()) {
+      out.message = it->get<std::string>();
+      return out;
+    }
+  }
+  auto text = [&](const char* key) {
+    auto it = error->find(key);
+    if (it == error->end()) return std::string();
+    return it->is_string() ? it->get<std::string>() : (it->is_null() ? std::string() : it->dump());
+  };
+  out.type = text("type");
+  out.code = text("code");
+  out.message = text("message");
+  return out;
+}
+
+}  // namespace d2k::llm
