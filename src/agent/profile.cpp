@@ -3,6 +3,9 @@
 // follow (--target-processes-filter), so only the solution's kernels are profiled.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <sstream>

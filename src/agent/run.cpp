@@ -133,6 +133,7 @@ class Loop {
   }
 
   void set_next_seq(int seq) { writer_.set_next_seq(seq); }
+  void note_resume(const std::string& torn) { writer_.append(record::resume(0, torn, {})); }
 
   RunResult drive() {
     while (phase_ != Phase::done) {
@@ -491,8 +492,12 @@ RunResult resume_run(const RunSetup& setup) {
   if (!transcript.torn.empty()) fs::resize_file(file, transcript.complete_bytes);
   Loop loop(setup);
   loop.set_next_seq(static_cast<int>(transcript.records.size()));
-  if (transcript.records.empty()) loop.fresh();  // killed while writing the first record
-  else loop.replay(transcript);
+  if (transcript.records.empty()) {  // killed while writing the first record
+    loop.fresh();
+    loop.note_resume(transcript.torn);
+  } else {
+    loop.replay(transcript);
+  }
   return loop.drive();
 }
 

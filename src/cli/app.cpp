@@ -112,9 +112,11 @@ int run_cli(int argc, char** argv) {
   agent->add_option("--models", agent_options.models_file, "the models file (TOML; see docs/agent.md)");
   agent->add_option("--condition,-c", agent_options.condition, "none | L1 | L1+L2 | L1+L2+L3 | design-only")->capture_default_str();
   agent->add_option("--turns", agent_options.turns, "turn budget: model responses at most")->capture_default_str();
-  agent->add_option("--max-tokens-total", agent_options.max_tokens_total, "token budget: input + output tokens");
-  agent->add_option("--max-cost-usd", agent_options.max_cost_usd, "cost budget in US dollars");
-  agent->add_option("--max-wall-seconds", agent_options.max_wall_seconds, "wall-clock budget in seconds");
+  int64_t max_tokens_total = 0;
+  double max_cost_usd = 0, max_wall_seconds = 0;
+  auto* max_tokens_option = agent->add_option("--max-tokens-total", max_tokens_total, "token budget: input + output tokens");
+  auto* max_cost_option = agent->add_option("--max-cost-usd", max_cost_usd, "cost budget in US dollars");
+  auto* max_wall_option = agent->add_option("--max-wall-seconds", max_wall_seconds, "wall-clock budget in seconds");
   agent->add_option("--runs-dir", agent_options.runs_dir, "where run folders go (default: <cache>/runs)");
   agent->add_option("--resume", agent_options.resume, "continue the run in this folder (after a kill, say)");
   agent->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
@@ -135,7 +137,12 @@ int run_cli(int argc, char** argv) {
   options.seed_given = eval_seed->count() > 0 || bench_seed->count() > 0 || agent_seed->count() > 0;
   options.include_hidden = bench->parsed();  // the experts run on every workload
   try {
-    if (agent->parsed()) return run_agent_command(agent_options, options);
+    if (agent->parsed()) {
+      if (max_tokens_option->count()) agent_options.max_tokens_total = max_tokens_total;
+      if (max_cost_option->count()) agent_options.max_cost_usd = max_cost_usd;
+      if (max_wall_option->count()) agent_options.max_wall_seconds = max_wall_seconds;
+      return run_agent_command(agent_options, options);
+    }
     const auto context = make_context(options);
     if (tasks->parsed()) {
       const auto all = load_all_tasks(context);

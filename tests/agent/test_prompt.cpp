@@ -3,7 +3,6 @@
 #include "agent/prompt.hpp"
 #include "agent/tools.hpp"
 #include "core/task_loader.hpp"
-#include "eval/evaluator.hpp"
 
 using namespace d2k;
 using namespace d2k::agent;
@@ -13,7 +12,8 @@ namespace {
 PromptInputs inputs_for(const Task& task, Condition condition) {
   PromptInputs in;
   in.task = &task;
-  in.workloads = select_workloads(task, {}, false);
+  for (const auto& w : task.workloads)
+    if (!w.hidden) in.workloads.push_back(&w);
   in.condition = condition;
   in.device = Device::cuda;
   in.device_name = "NVIDIA H200";

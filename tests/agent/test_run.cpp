@@ -99,7 +99,7 @@ std::vector<Step> fix_story() {
       respond({call("c2", "read_file", {{"path", "TASK.md"}})}),
       respond({call("c3", "write_file", {{"path", "topk.cpp"}, {"content", wrong_solution()}})}),
       respond({call("c4", "compile", json::object()), call("c5", "check", json::object())}),
-      respond({call("c6", "edit_file", {{"path", "topk.cpp"}, {"old_text", "row[a] < row[b]"}, {"new_text", "row[a] > row[b]"}}})}),
+      respond({call("c6", "edit_file", {{"path", "topk.cpp"}, {"old_text", "row[a] < row[b]"}, {"new_text", "row[a] > row[b]"}})}),
       respond({call("c7", "check", json::object())}),
       respond({call("c8", "benchmark", json::object())}),
       respond({call("c9", "submit", json::object())}, "Done."),
@@ -155,6 +155,10 @@ TEST(AgentRun, FixesAWrongSolutionAndSubmits) {
   EXPECT_TRUE(workloads.count(kHidden));
 
   const auto records = f.records();
+  const auto prompt = of_type(records, "prompt").at(0);
+  EXPECT_EQ(prompt.dump().find(kHidden), std::string::npos) << "the prompt names a hidden workload";
+  EXPECT_NE(prompt.at("user").get<std::string>().find("qwen3-30b-T1"), std::string::npos);
+  EXPECT_EQ(prompt.at("user").get<std::string>().find("qwen3-30b-T512"), std::string::npos) << "--workload narrows what is shown";
   const auto results = of_type(records, "tool_result");
   ASSERT_EQ(results.size(), 9u);
   const auto check1 = json::parse(results[4].at("content").get<std::string>());

@@ -26,7 +26,7 @@ run=$(the_run "$WORK/cost-runs")
 expect_eq "$(final_field "$run" status)" '"budget"' "cost budget: status"
 case "$(final_field "$run" reason)" in *cost*) echo "ok: the reason names the cost";; *) echo "FAIL: reason $(final_field "$run" reason)" >&2; exit 1;; esac
 
-printf '[models.bad]\nprovider = "openai"\nbase_url = "ftp://x"\nmodel = "m"\nprices = { input = 1, output = 1 }\n' > "$WORK/bad.toml"
+printf '[models.bad]\nprovider = "openai"\napi_key_env = ""\nbase_url = "ftp://x"\nmodel = "m"\nprices = { input = 1, output = 1 }\n' > "$WORK/bad.toml"
 set +e; out=$("$D2K" agent "${AGENT_OPTS[@]}" --model bad --models "$WORK/bad.toml" 2>&1); rc=$?; set -e
 expect_eq "$rc" 2 "bad models file: exit code"
 case "$out" in *base_url*) echo "ok: the error names base_url";; *) echo "FAIL: $out" >&2; exit 1;; esac

@@ -30,7 +30,6 @@ for point in request:1 request:5 response:3 tool:3 tool:5 tool:6 tool:9 turn:4 w
 done
 
 # A kill from outside while the model is answering: the server holds its 6th response for a minute.
-"${AGENT_PY[@]}" script openai "$D2K_ROOT" story > /dev/null
 python3 - "$D2K_ROOT" > "$WORK/slow.script.json" <<'PY'
 import json, subprocess, sys
 steps = json.loads(subprocess.check_output([sys.executable, f"{sys.argv[1]}/tests/e2e/agent_script.py", "script", "openai", sys.argv[1], "story"]))

@@ -82,7 +82,7 @@ api_key_env = ""
 max_tokens = 4096
 prices = {{ input = 1.0, cached_input = 0.5, output = 2.0 }}
 timeout_s = 60
-retry = {{ max_attempts = 4, base_delay_s = 0.05, max_delay_s = 0.5 }}
+retry = {{ max_attempts = 4, base_delay_s = 0.05, max_delay_s = 2.0 }}
 """
 
 

@@ -53,6 +53,6 @@ for req in requests:
 last = json.loads(requests[-1]["body"])
 assert "tools" in last and len(last["tools"]) == 9, "every tool offered"
 assert "Expert design" in json.dumps(last), "the L1 guidance is in the prompt"
-print(f"ok: {provider}: {len(responses)} responses, {len(requests)} HTTP requests, every tool call answered")
+print(f"ok: {provider}: {len(responses)} responses, {len(requests)} HTTP requests, every tool call answered; harness overhead per turn {final['overhead']}")
 PY
 done
