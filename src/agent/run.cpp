@@ -174,7 +174,9 @@ class Loop {
           end(RunStatus::budget, *why);
           return;
         }
-        writer_.append(record::request(used_.turns + 1, messages_.size()));
+        // Not flushed: a request lost in a machine crash is only sent again; the response's flush
+        // takes this line along.
+        writer_.append(record::request(used_.turns + 1, messages_.size()), false);
         crash_point("request");
         phase_ = Phase::awaiting;
         return;
@@ -262,7 +264,9 @@ class Loop {
       if (p.done) continue;
       if (!p.recorded) {
         p.index = calls_++;
-        writer_.append(record::tool_call(used_.turns, p.index, p.call));
+        // Flushed only before a tool that changes a file: the undo log of resume depends on it.
+        writer_.append(record::tool_call(used_.turns, p.index, p.call),
+                       toolbox_.mutated_file(p.call.name, p.call.arguments).has_value());
         p.recorded = true;
       } else {
         restore(p.index);  // a resumed call: undo what its first run may have changed

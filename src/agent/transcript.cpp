@@ -99,17 +99,17 @@ TranscriptWriter::~TranscriptWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void TranscriptWriter::append(nlohmann::json record) {
+void TranscriptWriter::append(nlohmann::json record, bool sync) {
   nlohmann::json line = {{"seq", seq_}, {"time", now_iso8601()}};
   line.update(record);
   std::string text = dump_json(line) + '\n';
   if (crash_due("write")) {
     write_all(fd_, text.data(), text.size() / 2, file_);
-    ::fsync(fd_);
+    ::fdatasync(fd_);
     crash_now("write");
   }
   write_all(fd_, text.data(), text.size(), file_);
-  if (::fsync(fd_) != 0) fail("cannot flush the transcript {}: {}", file_.string(), std::strerror(errno));
+  if (sync && ::fdatasync(fd_) != 0) fail("cannot flush the transcript {}: {}", file_.string(), std::strerror(errno));
   ++seq_;
 }
 

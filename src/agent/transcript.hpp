@@ -1,6 +1,6 @@
-// The transcript of a run: transcript.jsonl in the run folder, one JSON record per line, appended and
-// flushed to disk (fsync) as each event happens, so that a kill -9 loses at most the line being
-// written. records.cpp maps the records to JSON; docs/agent.md lists them.
+// The transcript of a run: transcript.jsonl in the run folder, one JSON record per line, appended as
+// each event happens, so that a kill -9 loses at most the line being written, and flushed to disk
+// (fdatasync) at every record that would be costly or wrong to lose in a machine crash. records.cpp maps the records to JSON; docs/agent.md lists them.
 #pragma once
 
 #include <filesystem>
@@ -19,8 +19,10 @@ class TranscriptWriter {
   TranscriptWriter(const TranscriptWriter&) = delete;
   TranscriptWriter& operator=(const TranscriptWriter&) = delete;
 
-  // Adds "seq" (the line's index) and "time" (ISO 8601, UTC), writes the line and fsyncs.
-  void append(nlohmann::json record);
+  // Adds "seq" (the line's index) and "time" (ISO 8601, UTC) and writes the line with one write(2):
+  // from then on it survives a kill -9 of this process. With `sync` it is also flushed to disk
+  // (fdatasync, which flushes every earlier line too), so that it survives a crash of the machine.
+  void append(nlohmann::json record, bool sync = true);
   int next_seq() const { return seq_; }
   void set_next_seq(int seq) { seq_ = seq; }
 

@@ -39,7 +39,7 @@ void write_file_atomically(const fs::path& file, const std::string& content) {
     }
     done += static_cast<std::size_t>(n);
   }
-  ::fsync(fd);
+  ::fdatasync(fd);
   ::close(fd);
   fs::rename(temporary, file);
 }

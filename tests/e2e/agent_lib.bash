@@ -1,6 +1,6 @@
 # Shared by the agent end-to-end scripts: a scripted model endpoint (d2k-scripted-server, real HTTP on
 # loopback) and d2k agent runs against it. SCRIPTED_SERVER comes from ctest (tests/CMakeLists.txt).
-source "$(dirname "$0")/lib.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.bash"
 : "${SCRIPTED_SERVER:?}"
 AGENT_PY=(python3 "$D2K_ROOT/tests/e2e/agent_script.py")
 # Two small published workloads keep the checks quick; the final evaluation still runs every workload.
