@@ -101,8 +101,10 @@ def strip(value):
 
 
 def records(run_dir):
+    """The complete records; a torn last line (a kill mid-write) is left out, as d2k does."""
     with open(f"{run_dir}/transcript.jsonl") as f:
-        return [json.loads(line) for line in f]
+        lines = f.read().split("\n")
+    return [json.loads(line) for line in lines[:-1]]
 
 
 def normalized(run_dir):
