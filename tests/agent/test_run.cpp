@@ -373,3 +373,27 @@ TEST(AgentRun, ResumeAfterACrashAnywhereMatchesAnUninterruptedRun) {
   }
   set_crash_hook(nullptr);
 }
+
+TEST(AgentRun, DesignOnlySubmitsADesignAndRunsNoCode) {
+  Fixture f("design");
+  f.setup.settings.condition = Condition::design_only;
+  const std::string design = "## L1 algorithm\nRank by logits.\n\n## L2 dataflow\nOne row per warp.\n\n## L3 execution\nShuffles.\n";
+  std::vector<Step> script = {
+      respond({call("a", "check", json::object())}),  // not a tool of this condition
+      respond({call("b", "write_file", {{"path", "design.md"}, {"content", design}})}),
+      respond({call("c", "submit", json::object())}),
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::submitted);
+  EXPECT_TRUE(result.passed);
+  EXPECT_EQ(result.solution, "submitted/design.md");
+  EXPECT_TRUE(result.traces.empty());
+  EXPECT_EQ(*read_whole_file(f.setup.run_dir / "submitted" / "design.md"), design);
+  const auto results = of_type(f.records(), "tool_result");
+  EXPECT_TRUE(results.at(0).value("format_error", false));
+  ASSERT_EQ(client.requests.size(), 3u);
+  EXPECT_EQ(client.requests[0].tools.size(), 5u);
+  EXPECT_EQ(client.requests[0].messages[0].text.find("d2k_run"), std::string::npos);
+}
