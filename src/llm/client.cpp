@@ -53,7 +53,10 @@ class HttpChatClient : public ChatClient {
   ChatResponse complete(const ChatRequest& request) override {
     std::lock_guard lock(mutex_);  // one handle, one request at a time
     bool openai = config_.provider == Provider::openai;
-    std::string body = (openai ? openai_request(config_, request) : anthropic_request(config_, request)).dump();
+    // Tool output (a compiler's, a file's) may hold bytes that are not UTF-8, which JSON cannot carry:
+    // they go as U+FFFD rather than failing the turn.
+    std::string body = (openai ? openai_request(config_, request) : anthropic_request(config_, request))
+                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     double start = clock_->now();
     int max_attempts = std::max(1, config_.retry.max_attempts);
     for (int attempt = 1;; ++attempt) {

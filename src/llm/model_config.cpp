@@ -104,6 +104,25 @@ class Reader {
   std::string file_;
 };
 
+// extra_body's TOML as the JSON that goes into the request (dates and times have no JSON form).
+nlohmann::json to_json(const Reader& reader, const toml::node& node, const std::string& path) {
+  if (const toml::table* table = node.as_table()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto&& [key, value] : *table) out[std::string(key.str())] = to_json(reader, value, path + "." + std::string(key.str()));
+    return out;
+  }
+  if (const toml::array* array = node.as_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t i = 0; i < array->size(); ++i) out.push_back(to_json(reader, (*array)[i], fmt::format("{}[{}]", path, i)));
+    return out;
+  }
+  if (auto text = node.value_exact<std::string>()) return *text;
+  if (auto integer = node.value_exact<int64_t>()) return *integer;
+  if (auto real = node.value_exact<double>()) return *real;
+  if (auto flag = node.value_exact<bool>()) return *flag;
+  reader.bad(node, path, "has no JSON form (dates and times are not allowed here)");
+}
+
 bool is_model_name(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '-' || c == '.';
@@ -118,7 +137,7 @@ bool is_env_name(std::string_view name) {
 ModelConfig read_model(const Reader& reader, const std::string& name, const toml::table& table, const std::string& path) {
   reader.closed(table, path,
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p", "prices",
-                 "requests_per_minute", "timeout_s", "retry", "prompt_cache"});
+                 "requests_per_minute", "timeout_s", "retry", "prompt_cache", "max_tokens_field", "extra_body"});
   auto field = [&](std::string_view key) { return path + "." + std::string(key); };
   auto need = [&](std::string_view key) -> const toml::node& {
     const toml::node* node = table.get(key);
@@ -203,6 +222,18 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
     auto value = node->value_exact<bool>();
     if (!value) reader.bad(*node, field("prompt_cache"), "must be true or false");
     config.prompt_cache = *value;
+  }
+  if (const toml::node* node = table.get("max_tokens_field")) {
+    config.max_tokens_field = reader.string(*node, field("max_tokens_field"));
+    if (config.max_tokens_field != "max_tokens" && config.max_tokens_field != "max_completion_tokens") {
+      reader.bad(*node, field("max_tokens_field"), "must be \"max_tokens\" or \"max_completion_tokens\"");
+    }
+    if (config.provider != Provider::openai && config.max_tokens_field != "max_tokens") {
+      reader.bad(*node, field("max_tokens_field"), "the Anthropic API takes only max_tokens");
+    }
+  }
+  if (const toml::node* node = table.get("extra_body")) {
+    config.extra_body = to_json(reader, reader.table(*node, field("extra_body")), field("extra_body"));
   }
   if (const toml::node* node = table.get("retry")) {
     std::string retry_path = field("retry");

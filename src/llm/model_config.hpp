@@ -24,8 +24,8 @@ struct Prices {  // US dollars per million tokens
 
 struct RetryPolicy {
   int max_attempts = 6;         // HTTP attempts per request, the first included
-  double base_delay_s = 1.0;    // backoff: base * 2^attempt, full jitter, capped at max_delay_s
-  double max_delay_s = 60.0;
+  double base_delay_s = 1.0;    // before retry k: uniform in [0, min(max_delay_s, base_delay_s * 2^(k-1))]
+  double max_delay_s = 60.0;    // caps every wait, a server's Retry-After included
 };
 
 struct ModelConfig {
@@ -44,6 +44,12 @@ struct ModelConfig {
   // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
   // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.
   bool prompt_cache = true;
+  // OpenAI: the request key for max_tokens. OpenAI's reasoning models (o-series, gpt-5) take only
+  // "max_completion_tokens"; other compatible servers may know only "max_tokens".
+  std::string max_tokens_field = "max_tokens";
+  // Merged into every request body last (a JSON object): provider options this file has no key for,
+  // such as {"reasoning_effort": "high"}.
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 // Every model of a config file. A malformed file throws d2k::Error naming the file, the field

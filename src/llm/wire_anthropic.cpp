@@ -36,6 +36,9 @@ int64_t count(const json& object, const char* key) {
 json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
   json messages = json::array();
   for (const Message& message : request.messages) {
+    // An empty assistant turn (the model said nothing) has no block to send, and the API refuses empty
+    // content: it is left out, and the user turns around it become one.
+    if (message.role == Role::assistant && message.text.empty() && message.tool_calls.empty()) continue;
     bool user_side = message.role != Role::assistant;
     const char* role = user_side ? "user" : "assistant";
     if (messages.empty() || messages.back()["role"] != role) {
@@ -82,6 +85,7 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
     }
     body["tools"] = std::move(tools);
   }
+  body.merge_patch(config.extra_body);
   return body;
 }
 

@@ -56,7 +56,7 @@ json openai_request(const ModelConfig& config, const ChatRequest& request) {
   json messages = json::array();
   if (!request.system.empty()) messages.push_back({{"role", "system"}, {"content", request.system}});
   for (const Message& message : request.messages) messages.push_back(message_json(message));
-  json body = {{"model", config.model}, {"messages", std::move(messages)}, {"max_tokens", config.max_tokens}};
+  json body = {{"model", config.model}, {"messages", std::move(messages)}, {config.max_tokens_field, config.max_tokens}};
   if (config.temperature) body["temperature"] = *config.temperature;
   if (config.top_p) body["top_p"] = *config.top_p;
   if (!request.tools.empty()) {
@@ -67,6 +67,7 @@ json openai_request(const ModelConfig& config, const ChatRequest& request) {
     }
     body["tools"] = std::move(tools);
   }
+  body.merge_patch(config.extra_body);
   return body;
 }
 

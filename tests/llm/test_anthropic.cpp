@@ -77,6 +77,20 @@ TEST_F(Anthropic, SendsSystemToolsAndPairsEveryToolUseWithAToolResult) {
   EXPECT_EQ(body["messages"], expected);
 }
 
+TEST_F(Anthropic, LeavesOutAnEmptyAssistantTurn) {
+  ModelConfig model = config(Provider::anthropic);
+  model.prompt_cache = false;
+  ChatRequest request = hello("first");
+  request.messages.push_back({Role::assistant, "", {}, "", false});
+  request.messages.push_back({Role::user, "say something", {}, "", false});
+  server.push(200, text_reply("ok"));
+  client(model)->complete(request);
+  nlohmann::json messages = server.received().at(0).json()["messages"];
+  EXPECT_EQ(messages, json::array({{{"role", "user"},
+                                    {"content", json::array({{{"type", "text"}, {"text", "first"}},
+                                                             {{"type", "text"}, {"text", "say something"}}})}}}));
+}
+
 TEST_F(Anthropic, WithoutPromptCacheSendsNoBreakpoints) {
   ModelConfig model = config(Provider::anthropic);
   model.prompt_cache = false;

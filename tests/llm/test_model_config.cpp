@@ -71,6 +71,10 @@ TEST_F(ModelConfigTest, LoadsTheShippedExample) {
   EXPECT_EQ(claude.prices.cache_write, 3.75);
   EXPECT_EQ(gpt.prices.cache_write, gpt.prices.input);  // the default
   EXPECT_TRUE(gpt.prompt_cache);
+  EXPECT_EQ(gpt.max_tokens_field, "max_completion_tokens");
+  EXPECT_EQ(gpt.extra_body, (nlohmann::json{{"reasoning_effort", "medium"}}));
+  EXPECT_EQ(claude.max_tokens_field, "max_tokens");
+  EXPECT_EQ(claude.extra_body, nlohmann::json::object());
   EXPECT_EQ(local.retry.max_attempts, 3);
   EXPECT_EQ(local.retry.max_delay_s, RetryPolicy{}.max_delay_s);
 }
@@ -145,7 +149,7 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   };
   expect(base + "colour = \"red\"\n", "7: models.m.colour: unknown key (known keys: provider, base_url, model, "
                                       "api_key_env, max_tokens, temperature, top_p, prices, requests_per_minute, "
-                                      "timeout_s, retry, prompt_cache)");
+                                      "timeout_s, retry, prompt_cache, max_tokens_field, extra_body)");
   std::string with_provider = kValid;
   with_provider.replace(with_provider.find("\"openai\""), 8, "\"gemini\"");
   expect(with_provider, "3: models.m.provider = \"gemini\": unknown provider (known: openai, anthropic)");
@@ -160,6 +164,15 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   expect(base + "retry = { max_attempts = 0 }\n", "7: models.m.retry.max_attempts = 0: must be between 1 and 100");
   expect(base + "retry = { base_delay_s = 5, max_delay_s = 2 }\n", "7: models.m.retry.max_delay_s = 2: must be >= base_delay_s (5)");
   expect(base + "prompt_cache = 1\n", "7: models.m.prompt_cache = 1: must be true or false");
+  expect(base + "max_tokens_field = \"max_new_tokens\"\n",
+         "7: models.m.max_tokens_field = \"max_new_tokens\": must be \"max_tokens\" or \"max_completion_tokens\"");
+  expect(base + "extra_body = { a = { when = 1979-05-27 } }\n",
+         "7: models.m.extra_body.a.when = 1979-05-27: has no JSON form (dates and times are not allowed here)");
+  expect(base + "extra_body = \"{}\"\n", "7: models.m.extra_body = \"{}\": must be a table");
+  std::string anthropic = kValid;
+  anthropic.replace(anthropic.find("\"openai\""), 8, "\"anthropic\"");
+  expect(anthropic + "max_tokens_field = \"max_completion_tokens\"\n",
+         "7: models.m.max_tokens_field = \"max_completion_tokens\": the Anthropic API takes only max_tokens");
   expect(base + "retry = { tries = 3 }\n",
          "7: models.m.retry.tries: unknown key (known keys: max_attempts, base_delay_s, max_delay_s)");
   std::string without_output = kValid;

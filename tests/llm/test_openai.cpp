@@ -80,6 +80,27 @@ TEST_F(OpenAi, SendsSystemToolsToolCallsAndToolResultsInItsWireFormat) {
   EXPECT_EQ(body["tools"], expected_tools);
 }
 
+TEST_F(OpenAi, NamesMaxTokensAsConfiguredAndMergesExtraBody) {
+  ModelConfig model = config(Provider::openai);
+  model.max_tokens_field = "max_completion_tokens";
+  model.extra_body = {{"reasoning_effort", "high"}, {"temperature", 1.0}, {"metadata", {{"run", random_text(rng)}}}};
+  server.push({200, {}, text_reply("ok").dump(), 0,
+               {{"json", {{"/max_completion_tokens", model.max_tokens}, {"/reasoning_effort", "high"}, {"/temperature", 1.0},
+                          {"/metadata/run", model.extra_body["metadata"]["run"]}}},
+                {"absent", {"/max_tokens"}}}});
+  client(model)->complete(hello("x"));
+  EXPECT_EQ(server.received().size(), 1u);
+}
+
+TEST_F(OpenAi, SendsBytesThatAreNotUtf8AsReplacementCharacters) {
+  ModelConfig model = config(Provider::openai);
+  ChatRequest request = hello("compile");
+  request.messages.push_back({Role::assistant, "", {{"call_1", "compile", "{}"}}, "", false});
+  request.messages.push_back({Role::tool, "error at byte \xff\xfe: bad", {}, "call_1", true});
+  server.push({200, {}, text_reply("ok").dump(), 0, {{"json", {{"/messages/2/content", "error at byte \ufffd\ufffd: bad"}}}}});
+  EXPECT_EQ(client(model)->complete(request).message.text, "ok");
+}
+
 TEST_F(OpenAi, LeavesOutWhatIsNotSet) {
   ModelConfig model = config(Provider::openai);
   model.temperature.reset();
@@ -288,8 +309,8 @@ TEST_F(OpenAi, AnUnparseableSuccessIsABadResponse) {
 
 TEST_F(OpenAi, RetriesNetworkErrorsAndTimesOutEachAttempt) {
   ModelConfig model = config(Provider::openai);
-  model.timeout_s = 0.3;
-  server.push({200, {}, text_reply("too late").dump(), 3000, {}});  // the client gives up on this one
+  model.timeout_s = 1.5;  // long enough for a loaded machine to answer the second attempt in time
+  server.push({200, {}, text_reply("too late").dump(), 30000, {}});  // the client gives up on this one
   server.push(200, text_reply("in time"));
 
   ChatResponse response = client(model)->complete(hello("x"));

@@ -222,7 +222,7 @@ void Server::handle(const std::string& method, const std::string& path, const st
   }
   if (!log_.empty()) {
     std::ofstream out(log_, std::ios::app);
-    out << request.to_json().dump() << "\n";
+    out << request.to_json().dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     out.flush();
   }
   received_.push_back(request);
