@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/agent_command.hpp"
 #include "cli/context.hpp"
 #include "cli/table.hpp"
 #include "core/error.hpp"
@@ -148,15 +149,44 @@ int run_cli(int argc, char** argv) {
   ceilings->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
   ceilings->add_flag("--refresh", options.refresh_ceilings, "measure again");
 
+  AgentOptions agent_options;
+  auto* agent = app.add_subcommand("agent", "run an LLM agent on a task under a guidance condition, or resume a run");
+  agent->add_option("--task,-t", agent_options.task, "the task, e.g. moe/topk_softmax");
+  agent->add_option("--model,-m", agent_options.model, "a model of the models file");
+  agent->add_option("--models", agent_options.models_file, "the models file (TOML; see docs/agent.md)");
+  agent->add_option("--condition,-c", agent_options.condition, "none | L1 | L1+L2 | L1+L2+L3 | design-only")->capture_default_str();
+  agent->add_option("--turns", agent_options.turns, "turn budget: model responses at most")->capture_default_str();
+  int64_t max_tokens_total = 0;
+  double max_cost_usd = 0, max_wall_seconds = 0;
+  auto* max_tokens_option = agent->add_option("--max-tokens-total", max_tokens_total, "token budget: input + output tokens");
+  auto* max_cost_option = agent->add_option("--max-cost-usd", max_cost_usd, "cost budget in US dollars");
+  auto* max_wall_option = agent->add_option("--max-wall-seconds", max_wall_seconds, "wall-clock budget in seconds");
+  agent->add_option("--runs-dir", agent_options.runs_dir, "where run folders go (default: <cache>/runs)");
+  agent->add_option("--resume", agent_options.resume, "continue the run in this folder (after a kill, say)");
+  agent->add_option("--device", options.device, "auto, cuda or cpu")->capture_default_str();
+  agent->add_option("--workload,-w", options.workloads, "use only these published workloads (repeatable)");
+  auto* agent_seed = agent->add_option("--seed", options.seed, "the run's seed (default: random)");
+  agent->add_flag("--no-baseline", options.no_baseline, "benchmark without timing the eager baseline");
+  agent->add_option("--timeout", options.timeout, "seconds a worker may run")->capture_default_str();
+  agent->add_option("--max-seconds", options.max_seconds, "timing budget per workload, seconds")->capture_default_str();
+  agent->add_option("--min-samples", options.min_samples, "timed calls at least per workload")->capture_default_str();
+  agent->add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  options.seed_given = eval_seed->count() > 0 || bench_seed->count() > 0;
+  options.seed_given = eval_seed->count() > 0 || bench_seed->count() > 0 || agent_seed->count() > 0;
   options.include_hidden = bench->parsed();  // the experts run on every workload
   try {
+    if (agent->parsed()) {
+      if (max_tokens_option->count()) agent_options.max_tokens_total = max_tokens_total;
+      if (max_cost_option->count()) agent_options.max_cost_usd = max_cost_usd;
+      if (max_wall_option->count()) agent_options.max_wall_seconds = max_wall_seconds;
+      return run_agent_command(agent_options, options);
+    }
     const auto context = make_context(options);
     if (tasks->parsed()) {
       const auto all = load_all_tasks(context);

@@ -1,4 +1,4 @@
-// The d2k command line: `d2k tasks`, `d2k eval`, `d2k bench`, `d2k ceilings`.
+// The d2k command line: `d2k tasks`, `d2k eval`, `d2k bench`, `d2k ceilings`, `d2k agent`.
 #pragma once
 
 namespace d2k {

@@ -1,0 +1,33 @@
+// A run's budget and what it has used. The turn budget always applies; the others only when set.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace d2k::agent {
+
+struct Budget {
+  int max_turns = 350;
+  std::optional<int64_t> max_tokens_total;  // input + output tokens over all responses
+  std::optional<double> max_cost_usd;
+  std::optional<double> max_wall_seconds;   // the run's own time; time between a kill and --resume is not counted
+};
+
+struct Used {
+  int turns = 0;  // model responses received
+  int64_t input_tokens = 0;
+  int64_t cached_input_tokens = 0;
+  int64_t cache_write_input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+  double wall_seconds = 0;
+};
+
+// Why no further model call may be made ("turns: 350 of 350 used"), or nothing while budget is left.
+std::optional<std::string> exhausted(const Budget& budget, const Used& used);
+
+// One line for the prompt: what the run may spend.
+std::string describe(const Budget& budget);
+
+}  // namespace d2k::agent

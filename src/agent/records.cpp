@@ -1,0 +1,229 @@
+#include "agent/records.hpp"
+
+#include "core/error.hpp"
+#include "core/json.hpp"
+
+namespace d2k::agent {
+
+std::string_view name_of(RunStatus status) {
+  switch (status) {
+    case RunStatus::submitted: return "submitted";
+    case RunStatus::budget: return "budget";
+    case RunStatus::context_overflow: return "context_overflow";
+    case RunStatus::api_error: return "api_error";
+    case RunStatus::format_errors: return "format_errors";
+    case RunStatus::harness_error: return "harness_error";
+  }
+  return "?";
+}
+
+std::optional<RunStatus> parse_run_status(std::string_view name) {
+  for (auto s : {RunStatus::submitted, RunStatus::budget, RunStatus::context_overflow, RunStatus::api_error,
+                 RunStatus::format_errors, RunStatus::harness_error})
+    if (name_of(s) == name) return s;
+  return std::nullopt;
+}
+
+namespace {
+template <typename T>
+nlohmann::json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
+template <typename T>
+std::optional<T> optional_from(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<T>();
+}
+}  // namespace
+
+void to_json(nlohmann::json& j, const RunSettings& s) {
+  j = {{"task", s.task},
+       {"model", s.model},
+       {"models_file", s.models_file},
+       {"condition", std::string(name_of(s.condition))},
+       {"budget", {{"max_turns", s.budget.max_turns},
+                   {"max_tokens_total", optional_json(s.budget.max_tokens_total)},
+                   {"max_cost_usd", optional_json(s.budget.max_cost_usd)},
+                   {"max_wall_seconds", optional_json(s.budget.max_wall_seconds)}}},
+       {"device", s.device},
+       {"device_name", s.device_name},
+       {"seed", s.seed},
+       {"workloads", s.workloads},
+       {"timing", {{"max_seconds", s.timing_max_seconds}, {"min_samples", s.timing_min_samples}, {"warmup", s.timing_warmup}}},
+       {"worker_timeout_seconds", s.worker_timeout_seconds},
+       {"baseline", s.baseline},
+       {"max_format_errors", s.max_format_errors},
+       {"root", s.root},
+       {"created", s.created}};
+}
+
+void from_json(const nlohmann::json& j, RunSettings& s) {
+  try {
+    s.task = j.at("task").get<std::string>();
+    s.model = j.at("model").get<std::string>();
+    s.models_file = j.at("models_file").get<std::string>();
+    const auto condition = j.at("condition").get<std::string>();
+    auto parsed = parse_condition(condition);
+    if (!parsed) fail("condition: unknown condition '{}'", condition);
+    s.condition = *parsed;
+    const auto& b = j.at("budget");
+    s.budget.max_turns = b.at("max_turns").get<int>();
+    s.budget.max_tokens_total = optional_from<int64_t>(b, "max_tokens_total");
+    s.budget.max_cost_usd = optional_from<double>(b, "max_cost_usd");
+    s.budget.max_wall_seconds = optional_from<double>(b, "max_wall_seconds");
+    s.device = j.at("device").get<Device>();
+    s.device_name = j.value("device_name", "");
+    s.seed = j.at("seed").get<uint64_t>();
+    s.workloads = j.at("workloads").get<std::vector<std::string>>();
+    const auto& t = j.at("timing");
+    s.timing_max_seconds = t.at("max_seconds").get<double>();
+    s.timing_min_samples = t.at("min_samples").get<int>();
+    s.timing_warmup = t.at("warmup").get<int>();
+    s.worker_timeout_seconds = j.at("worker_timeout_seconds").get<double>();
+    s.baseline = j.at("baseline").get<bool>();
+    s.max_format_errors = j.at("max_format_errors").get<int>();
+    s.root = j.at("root").get<std::string>();
+    s.created = j.value("created", "");
+  } catch (const nlohmann::json::exception& e) {
+    fail("run.json: {}", e.what());
+  }
+}
+
+void to_json(nlohmann::json& j, const Candidate& c) {
+  j = {{"dir", c.dir}, {"call_index", c.call_index}, {"time_geomean_ms", optional_json(c.time_geomean_ms)}};
+}
+
+void from_json(const nlohmann::json& j, Candidate& c) {
+  c.dir = j.at("dir").get<std::string>();
+  c.call_index = j.at("call_index").get<int>();
+  c.time_geomean_ms = optional_from<double>(j, "time_geomean_ms");
+}
+
+void to_json(nlohmann::json& j, const Used& u) {
+  j = {{"turns", u.turns},
+       {"input_tokens", u.input_tokens},
+       {"cached_input_tokens", u.cached_input_tokens},
+       {"cache_write_input_tokens", u.cache_write_input_tokens},
+       {"output_tokens", u.output_tokens},
+       {"cost_usd", u.cost_usd},
+       {"wall_seconds", u.wall_seconds}};
+}
+
+}  // namespace d2k::agent
+
+namespace d2k::llm {
+
+void to_json(nlohmann::json& j, const ToolCall& c) { j = {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}}; }
+
+void from_json(const nlohmann::json& j, ToolCall& c) {
+  c.id = j.at("id").get<std::string>();
+  c.name = j.at("name").get<std::string>();
+  c.arguments = j.at("arguments").get<std::string>();
+}
+
+void to_json(nlohmann::json& j, const ToolSpec& t) {
+  j = {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}};
+}
+
+void from_json(const nlohmann::json& j, ToolSpec& t) {
+  t.name = j.at("name").get<std::string>();
+  t.description = j.at("description").get<std::string>();
+  t.parameters = j.at("parameters");
+}
+
+}  // namespace d2k::llm
+
+namespace d2k::agent::record {
+
+json prompt(const std::string& system, const std::string& user, const std::vector<llm::ToolSpec>& tools) {
+  return {{"type", "prompt"}, {"system", system}, {"user", user}, {"tools", tools}};
+}
+
+json request(int turn, std::size_t messages) { return {{"type", "request"}, {"turn", turn}, {"messages", messages}}; }
+
+json response(int turn, const llm::ChatResponse& r, double cost_usd) {
+  return {{"type", "response"},
+          {"turn", turn},
+          {"text", r.message.text},
+          {"tool_calls", r.message.tool_calls},
+          {"stop_reason", r.stop_reason},
+          {"usage", {{"input_tokens", r.usage.input_tokens},
+                     {"cached_input_tokens", r.usage.cached_input_tokens},
+                     {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
+                     {"output_tokens", r.usage.output_tokens},
+                     {"raw", r.usage.raw}}},
+          {"cost_usd", cost_usd},
+          {"attempts", r.attempts},
+          {"latency_seconds", r.seconds}};
+}
+
+json tool_call(int turn, int index, const llm::ToolCall& call) {
+  return {{"type", "tool_call"}, {"turn", turn}, {"index", index}, {"id", call.id}, {"name", call.name},
+          {"arguments", call.arguments}};
+}
+
+json tool_result(int turn, int index, const llm::ToolCall& call, const ToolOutcome& outcome, const std::string& content) {
+  json j = {{"type", "tool_result"}, {"turn", turn},   {"index", index}, {"id", call.id}, {"name", call.name},
+            {"content", content},    {"is_error", outcome.is_error}, {"tool_seconds", outcome.seconds}};
+  if (outcome.format_error) j["format_error"] = true;
+  if (outcome.submitted) j["submitted"] = true;
+  if (outcome.candidate) j["candidate"] = *outcome.candidate;
+  return j;
+}
+
+json user(int turn, const std::string& text) { return {{"type", "user"}, {"turn", turn}, {"text", text}}; }
+
+json budget(int turn, const Used& used, int format_errors, const std::optional<Overhead>& overhead) {
+  json j = {{"type", "budget"}, {"turn", turn}, {"used", used}, {"format_errors_in_a_row", format_errors}};
+  if (overhead) {
+    j["overhead_ms"] = overhead->overhead_ms;
+    j["model_seconds"] = overhead->model_seconds;
+    j["tool_seconds"] = overhead->tool_seconds;
+  }
+  return j;
+}
+
+json end(RunStatus status, const std::string& reason, const json& error) {
+  json j = {{"type", "end"}, {"status", std::string(name_of(status))}, {"reason", reason}};
+  if (!error.is_null()) j["error"] = error;
+  return j;
+}
+
+json final(RunStatus status, const std::string& reason, const std::string& solution, bool passed,
+           const std::vector<Trace>& traces, const Used& used, const json& overhead_summary) {
+  return {{"type", "final"},
+          {"status", std::string(name_of(status))},
+          {"reason", reason},
+          {"solution", solution.empty() ? json() : json(solution)},
+          {"passed", passed},
+          {"traces", traces},
+          {"used", used},
+          {"overhead", overhead_summary}};
+}
+
+json resume(int from_turn, const std::string& torn, const std::vector<int>& rerun_calls) {
+  json j = {{"type", "resume"}, {"from_turn", from_turn}, {"rerun_calls", rerun_calls}};
+  if (!torn.empty()) j["torn_line"] = torn;
+  return j;
+}
+
+llm::Message assistant_message(const json& r) {
+  llm::Message message;
+  message.role = llm::Role::assistant;
+  message.text = r.at("text").get<std::string>();
+  message.tool_calls = r.at("tool_calls").get<std::vector<llm::ToolCall>>();
+  return message;
+}
+
+llm::Usage usage(const json& r) {
+  const auto& u = r.at("usage");
+  llm::Usage usage;
+  usage.input_tokens = u.at("input_tokens").get<int64_t>();
+  usage.cached_input_tokens = u.at("cached_input_tokens").get<int64_t>();
+  usage.cache_write_input_tokens = u.value("cache_write_input_tokens", int64_t{0});
+  usage.output_tokens = u.at("output_tokens").get<int64_t>();
+  usage.raw = u.at("raw");
+  return usage;
+}
+
+}  // namespace d2k::agent::record

@@ -1,0 +1,53 @@
+// One agent run: a model, a task, a condition, a budget, driven turn by turn through the tools, with
+// everything written to the run folder as it happens (run.json, transcript.jsonl, workspace/,
+// candidates/, submitted/, result.json). A run killed at any point continues with resume_run.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "agent/run_types.hpp"
+#include "eval/evaluator.hpp"
+#include "llm/chat.hpp"
+
+namespace d2k::agent {
+
+struct RunSetup {
+  RunSettings settings;
+  const Task* task = nullptr;
+  EvalOptions eval;                      // device, timing, caches, root; workloads and seed come from settings
+  llm::ChatClient* client = nullptr;
+  std::function<double(const llm::Usage&)> cost_usd;  // the model's prices (llm::cost_usd); none: free
+  std::filesystem::path run_dir;
+  std::filesystem::path d2k_executable;  // for the profile tool
+  std::ostream* log = nullptr;           // a line per turn, for people
+};
+
+struct RunResult {
+  RunStatus status = RunStatus::harness_error;
+  std::string reason;
+  std::string solution;  // the evaluated solution's folder in the run folder; empty when none
+  bool passed = false;   // the final evaluation passed every workload (or a design was submitted)
+  std::vector<Trace> traces;
+  int turns = 0;
+  double overhead_mean_ms = 0;
+  double overhead_max_ms = 0;
+};
+
+// Creates the run folder (run.json, the workspace with TASK.md, the prompt record) and drives the run
+// to its end.
+RunResult start_run(const RunSetup& setup);
+
+// Continues the run in setup.run_dir from its transcript: a torn last line is cut off (and recorded),
+// tool calls without a result are run again (a write or edit first undone), and nothing already
+// recorded is repeated. A run that had ended is reported again, not rerun.
+RunResult resume_run(const RunSetup& setup);
+
+// run.json of a run folder.
+RunSettings read_settings(const std::filesystem::path& run_dir);
+
+}  // namespace d2k::agent

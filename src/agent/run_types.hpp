@@ -1,0 +1,45 @@
+// The plain data of a run: its settings (run.json) and how it ended.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/budget.hpp"
+#include "agent/condition.hpp"
+#include "core/device.hpp"
+
+namespace d2k::agent {
+
+// How a run ended. submitted: the model called submit; budget: a budget ran out (the best correct
+// solution so far is evaluated); context_overflow: the conversation outgrew the model's context;
+// api_error: the model's endpoint failed for good; format_errors: too many malformed responses in a
+// row; harness_error: d2k itself failed.
+enum class RunStatus { submitted, budget, context_overflow, api_error, format_errors, harness_error };
+
+std::string_view name_of(RunStatus status);
+std::optional<RunStatus> parse_run_status(std::string_view name);
+
+struct RunSettings {
+  std::string task;
+  std::string model;         // the name in the models file
+  std::string models_file;   // absolute
+  Condition condition = Condition::none;
+  Budget budget;
+  Device device = Device::cpu;
+  std::string device_name;
+  uint64_t seed = 0;         // every check, benchmark and the final evaluation draw their seeds from it
+  std::vector<std::string> workloads;  // the published workloads the run uses; empty: all of them
+  double timing_max_seconds = 1.0;
+  int timing_min_samples = 10;
+  int timing_warmup = 3;
+  double worker_timeout_seconds = 120.0;
+  bool baseline = true;
+  int max_format_errors = 5;  // in a row
+  std::string root;           // the d2k tree the run was started with
+  std::string created;        // ISO 8601, UTC
+};
+
+}  // namespace d2k::agent

@@ -1,0 +1,399 @@
+// The agent loop end to end in one process: a scripted in-process model, the real tools and the real
+// evaluator on the cpu device (moe/topk_softmax: small and quick), the real run folder.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "agent/records.hpp"
+#include "agent/run.hpp"
+#include "agent/transcript.hpp"
+#include "agent/workspace.hpp"
+#include "core/task_loader.hpp"
+#include "fake_client.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace d2k;
+using namespace d2k::agent;
+using namespace d2k::agent::testing;
+
+namespace {
+
+const fs::path kRoot = D2K_ROOT_DIR;
+const char* kTask = "moe/topk_softmax";
+const char* kHidden = "olmoe-1b-7b-T999";
+
+std::string correct_solution() {
+  return *read_whole_file(kRoot / "tasks/moe/topk_softmax/solution/cpu/topk_softmax.cpp");
+}
+
+// Ranks the experts the wrong way round: the ids are wrong on every workload.
+std::string wrong_solution() {
+  auto text = correct_solution();
+  const auto at = text.find("row[a] > row[b]");
+  EXPECT_NE(at, std::string::npos);
+  return text.replace(at, 15, "row[a] < row[b]");
+}
+
+const std::vector<Task>& tasks() {
+  static const auto all = load_tasks(kRoot / "tasks");
+  return all;
+}
+
+const Task& task() {
+  for (const auto& t : tasks())
+    if (t.name == kTask) return t;
+  throw std::runtime_error("no task");
+}
+
+struct Fixture {
+  fs::path dir;
+  RunSetup setup;
+  explicit Fixture(const std::string& name) {
+    dir = fs::temp_directory_path() / fmt::format("d2k-agent-run-{}-{}", name, ::getpid());
+    fs::remove_all(dir);
+    setup.task = &task();
+    auto& e = setup.eval;
+    e.device = Device::cpu;
+    e.root = kRoot;
+    e.cache_dir = fs::temp_directory_path() / fmt::format("d2k-agent-builds-{}", ::getuid());
+    e.scratch_dir = dir / "scratch";
+    fs::create_directories(e.scratch_dir);
+    e.worker = D2K_WORKER_PATH;
+    e.device_name = "test cpu";
+    e.ceiling.copy_gbps = 10;
+    e.timing.max_seconds = 0.02;
+    e.timing.min_samples = 2;
+    e.timing.warmup = 0;
+    e.baseline = false;
+    e.worker_timeout_seconds = 60;
+    auto& s = setup.settings;
+    s.task = kTask;
+    s.model = "fake";
+    s.condition = Condition::none;
+    s.device = Device::cpu;
+    s.seed = 42;
+    s.workloads = {"qwen3-30b-T1", "mixtral-8x7b-T4096"};
+    e.workloads = s.workloads;
+    s.baseline = false;
+    setup.run_dir = dir / "run";
+    setup.cost_usd = [](const llm::Usage& u) { return 1e-6 * (u.input_tokens + 4.0 * u.output_tokens); };
+  }
+  ~Fixture() { fs::remove_all(dir); }
+  std::vector<json> records() const { return read_transcript(setup.run_dir / "transcript.jsonl").records; }
+};
+
+std::vector<json> of_type(const std::vector<json>& records, const std::string& type) {
+  std::vector<json> out;
+  for (const auto& r : records)
+    if (r.at("type") == type) out.push_back(r);
+  return out;
+}
+
+// The story of issue 4: read the task, write a wrong solution, see check fail, fix it, submit.
+std::vector<Step> fix_story() {
+  return {
+      respond({call("c1", "list_files", json::object())}, "Let me look at the workspace."),
+      respond({call("c2", "read_file", {{"path", "TASK.md"}})}),
+      respond({call("c3", "write_file", {{"path", "topk.cpp"}, {"content", wrong_solution()}})}),
+      respond({call("c4", "compile", json::object()), call("c5", "check", json::object())}),
+      respond({call("c6", "edit_file", {{"path", "topk.cpp"}, {"old_text", "row[a] < row[b]"}, {"new_text", "row[a] > row[b]"}})}),
+      respond({call("c7", "check", json::object())}),
+      respond({call("c8", "benchmark", json::object())}),
+      respond({call("c9", "submit", json::object())}, "Done."),
+  };
+}
+
+// Strips what legitimately differs between two runs of the same script: times, sequence numbers,
+// measured durations, and the resume records themselves.
+json normalized(const std::vector<json>& records) {
+  static const std::set<std::string> volatile_keys = {
+      "time", "seq", "latency_seconds", "tool_seconds", "overhead_ms", "model_seconds", "wall_seconds", "seconds",
+      "median_ms", "ci95_ms", "baseline_median_ms", "speedup", "percent_of_speed_of_light", "achieved_gbps",
+      "achieved_tflops", "geomean_median_ms", "geomean_speedup", "time_geomean_ms", "performance", "timestamp",
+      "overhead", "log"};
+  std::function<void(json&)> strip = [&](json& j) {
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end();) {
+        if (volatile_keys.count(it.key())) it = j.erase(it);
+        else strip(*it++);
+      }
+    } else if (j.is_array()) {
+      for (auto& x : j) strip(x);
+    }
+  };
+  json out = json::array();
+  for (auto r : records) {
+    if (r.at("type") == "resume") continue;
+    if (r.contains("content")) {
+      auto content = json::parse(r["content"].get<std::string>());
+      strip(content);
+      r["content"] = content;
+    }
+    strip(r);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(AgentRun, FixesAWrongSolutionAndSubmits) {
+  Fixture f("story");
+  FakeClient client(fix_story());
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::submitted) << result.reason;
+  EXPECT_TRUE(result.passed);
+  EXPECT_EQ(result.solution, "submitted");
+  EXPECT_EQ(result.turns, 8);
+  std::set<std::string> workloads;
+  for (const auto& t : result.traces) workloads.insert(t.workload);
+  EXPECT_EQ(workloads.size(), task().workloads.size()) << "the final evaluation runs every workload";
+  EXPECT_TRUE(workloads.count(kHidden));
+
+  const auto records = f.records();
+  const auto prompt = of_type(records, "prompt").at(0);
+  EXPECT_EQ(prompt.dump().find(kHidden), std::string::npos) << "the prompt names a hidden workload";
+  EXPECT_NE(prompt.at("user").get<std::string>().find("qwen3-30b-T1"), std::string::npos);
+  EXPECT_EQ(prompt.at("user").get<std::string>().find("qwen3-30b-T512"), std::string::npos) << "--workload narrows what is shown";
+  const auto results = of_type(records, "tool_result");
+  ASSERT_EQ(results.size(), 9u);
+  const auto check1 = json::parse(results[4].at("content").get<std::string>());
+  EXPECT_FALSE(check1.at("passed").get<bool>());
+  EXPECT_EQ(check1.at("workloads").size(), 2u);
+  EXPECT_EQ(check1.at("workloads")[0].at("status"), "incorrect_numerics");
+  const auto check2 = json::parse(results[6].at("content").get<std::string>());
+  EXPECT_TRUE(check2.at("passed").get<bool>()) << check2.dump();
+  EXPECT_TRUE(results[6].contains("candidate"));
+  const auto bench = json::parse(results[7].at("content").get<std::string>());
+  EXPECT_GT(bench.at("workloads")[0].at("median_ms").get<double>(), 0);
+  for (const auto& r : results) {
+    const auto content = r.at("content").get<std::string>();
+    EXPECT_EQ(content.find(kHidden), std::string::npos) << "a hidden workload's name reached the model";
+    EXPECT_EQ(content.find("want"), std::string::npos) << "a reference value reached the model: " << content;
+  }
+  // The model saw each turn's results, paired with its calls, in the next request.
+  ASSERT_EQ(client.requests.size(), 8u);
+  EXPECT_EQ(client.requests[0].messages.size(), 1u);
+  const auto& last = client.requests[7].messages;
+  EXPECT_EQ(last.size(), 1u + 7 + 8);
+  EXPECT_EQ(last[9].role, llm::Role::tool);
+  EXPECT_EQ(last[9].tool_call_id, "c5");
+  EXPECT_NE(client.requests[1].messages[2].text.find("TASK.md"), std::string::npos);
+  // Usage and cost are summed from the responses.
+  const auto final_record = of_type(records, "final").at(0);
+  EXPECT_EQ(final_record.at("used").at("input_tokens"), 8000);
+  EXPECT_NEAR(final_record.at("used").at("cost_usd").get<double>(), 8 * (1000e-6 + 400e-6), 1e-9);
+  // Every turn's overhead was measured; the bar is 50 ms.
+  const auto budgets = of_type(records, "budget");
+  ASSERT_EQ(budgets.size(), 8u);
+  double sum = 0;
+  for (const auto& b : budgets) sum += b.at("overhead_ms").get<double>();
+  std::cout << "harness overhead per turn: mean " << sum / budgets.size() << " ms, max "
+            << result.overhead_max_ms << " ms\n";
+  EXPECT_LT(sum / budgets.size(), 50.0);
+  EXPECT_TRUE(fs::exists(f.setup.run_dir / "result.json"));
+  EXPECT_TRUE(fs::exists(f.setup.run_dir / "submitted" / "topk.cpp"));
+}
+
+TEST(AgentRun, FormatErrorsInARowEndTheRun) {
+  Fixture f("format");
+  std::vector<Step> script = {
+      respond({call("a", "no_such_tool", json::object())}),
+      respond({llm::ToolCall{"b", "read_file", "{\"path\": \"TASK.md\""}}),  // cut short
+      respond({llm::ToolCall{"c", "list_files", "[1, 2]"}}),
+      respond({call("d", "read_file", json::object())}),                      // a required argument missing
+      respond({call("e", "list_files", json::object())}),                     // good: the count starts again
+      respond({}, "I think I will just talk."),
+      respond({call("f", "write_file", {{"path", 3}, {"content", "x"}})}),
+      respond({call("g", "oops", json::object()), call("h", "nope", json::object())}),
+      respond({llm::ToolCall{"i", "edit_file", "not json"}}),
+      respond({call("j", "list_files", json::object())}),  // never reached
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::format_errors) << result.reason;
+  EXPECT_EQ(result.turns, 9);
+  EXPECT_TRUE(result.solution.empty());
+  EXPECT_FALSE(result.passed);
+  const auto results = of_type(f.records(), "tool_result");
+  for (const auto& r : results) {
+    if (r.at("id") == "e") {
+      EXPECT_FALSE(r.value("format_error", false)) << r.dump();
+      continue;
+    }
+    EXPECT_TRUE(r.at("is_error").get<bool>()) << r.dump();
+    EXPECT_TRUE(r.value("format_error", false)) << r.dump();
+  }
+  EXPECT_NE(results[0].at("content").get<std::string>().find("there is no tool 'no_such_tool'"), std::string::npos);
+  EXPECT_NE(results[1].at("content").get<std::string>().find("not valid JSON"), std::string::npos);
+  EXPECT_NE(results[3].at("content").get<std::string>().find("'path' is missing"), std::string::npos);
+  EXPECT_EQ(of_type(f.records(), "user").size(), 1u) << "the text-only response is answered with a nudge";
+}
+
+TEST(AgentRun, BudgetEndSubmitsTheBestCorrectSolution) {
+  Fixture f("budget");
+  f.setup.settings.budget.max_turns = 3;
+  std::vector<Step> script = {
+      respond({call("a", "write_file", {{"path", "topk.cpp"}, {"content", correct_solution()}})}),
+      respond({call("b", "check", json::object())}),
+      respond({call("c", "write_file", {{"path", "topk.cpp"}, {"content", wrong_solution()}})}),
+      respond({call("d", "submit", json::object())}),  // never reached
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::budget);
+  EXPECT_NE(result.reason.find("turns: 3 of 3"), std::string::npos) << result.reason;
+  EXPECT_EQ(client.requests.size(), 3u);
+  EXPECT_EQ(result.solution, "candidates/1");
+  EXPECT_TRUE(result.passed) << "the correct solution checked at turn 2, not the workspace's wrong one";
+}
+
+TEST(AgentRun, TokenAndCostBudgetsStopBeforeTheNextCall) {
+  {
+    Fixture f("tokens");
+    f.setup.settings.budget.max_tokens_total = 2500;
+    std::vector<Step> script(5, respond({call("x", "list_files", json::object())}, "", 1000, 100));
+    FakeClient client(script);
+    f.setup.client = &client;
+    const auto result = start_run(f.setup);
+    EXPECT_EQ(result.status, RunStatus::budget);
+    EXPECT_EQ(result.turns, 3);
+    EXPECT_NE(result.reason.find("tokens: 3300 of 2500"), std::string::npos) << result.reason;
+    EXPECT_TRUE(result.solution.empty());
+  }
+  {
+    Fixture f("cost");
+    f.setup.settings.budget.max_cost_usd = 0.002;  // 0.0014 a turn
+    std::vector<Step> script(5, respond({call("x", "list_files", json::object())}, "", 1000, 100));
+    FakeClient client(script);
+    f.setup.client = &client;
+    const auto result = start_run(f.setup);
+    EXPECT_EQ(result.status, RunStatus::budget);
+    EXPECT_EQ(result.turns, 2);
+  }
+}
+
+TEST(AgentRun, ApiFailuresEndWithTheirStatus) {
+  using Kind = llm::ChatError::Kind;
+  for (auto [kind, status] : {std::pair{Kind::context_length, RunStatus::context_overflow},
+                              std::pair{Kind::auth, RunStatus::api_error}, std::pair{Kind::server, RunStatus::api_error}}) {
+    Fixture f("api");
+    std::vector<Step> script = {respond({call("a", "list_files", json::object())}), llm::ChatError(kind, 400, "it failed")};
+    FakeClient client(script);
+    f.setup.client = &client;
+    const auto result = start_run(f.setup);
+    EXPECT_EQ(result.status, status) << result.reason;
+    EXPECT_NE(result.reason.find("it failed"), std::string::npos);
+    EXPECT_EQ(result.turns, 1);
+  }
+}
+
+TEST(AgentRun, SubmitEndsTheRunAndLaterCallsAreNotRun) {
+  Fixture f("submit");
+  std::vector<Step> script = {
+      respond({call("a", "write_file", {{"path", "topk.cpp"}, {"content", correct_solution()}}),
+               call("b", "submit", json::object()),
+               call("c", "write_file", {{"path", "topk.cpp"}, {"content", wrong_solution()}})}),
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::submitted);
+  EXPECT_TRUE(result.passed);
+  const auto results = of_type(f.records(), "tool_result");
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_NE(results[2].at("content").get<std::string>().find("submit ended the run"), std::string::npos);
+  EXPECT_EQ(*read_whole_file(f.setup.run_dir / "workspace" / "topk.cpp"), correct_solution());
+}
+
+// A crash at each named point (and one mid-request), then resume: the transcript is the one an
+// uninterrupted run writes, nothing repeated and nothing lost.
+TEST(AgentRun, ResumeAfterACrashAnywhereMatchesAnUninterruptedRun) {
+  json reference;
+  {
+    Fixture f("uninterrupted");
+    FakeClient client(fix_story());
+    f.setup.client = &client;
+    ASSERT_EQ(start_run(f.setup).status, RunStatus::submitted);
+    reference = normalized(f.records());
+  }
+  set_crash_hook([](const char* point) { throw SimulatedCrash{point}; });
+  const std::vector<std::string> specs = {"request:1", "request:4", "response:3", "response:5", "tool:3", "tool:5",
+                                          "tool:6",    "tool:9",    "turn:4",     "write:1",    "write:6", "write:13",
+                                          "end:1",     "mid-request:6"};
+  for (const auto& spec : specs) {
+    SCOPED_TRACE(spec);
+    Fixture f("crash");
+    auto script = fix_story();
+    std::vector<Step> crashing = script;
+    if (spec.starts_with("mid-request:")) {
+      crashing.insert(crashing.begin() + std::stoi(spec.substr(12)) - 1, Crash{});
+      set_crash_spec("");
+    } else {
+      set_crash_spec(spec);
+    }
+    bool crashed = false;
+    {
+      FakeClient client(crashing);
+      f.setup.client = &client;
+      try {
+        start_run(f.setup);
+      } catch (const SimulatedCrash&) {
+        crashed = true;
+      }
+    }
+    ASSERT_TRUE(crashed);
+    set_crash_spec("");
+    const auto before = read_transcript(f.setup.run_dir / "transcript.jsonl");
+    if (spec.starts_with("write")) EXPECT_FALSE(before.torn.empty());
+    const auto responses = of_type(before.records, "response").size();
+    FakeClient client(script, responses);
+    f.setup.client = &client;
+    const auto result = resume_run(f.setup);
+    EXPECT_EQ(result.status, RunStatus::submitted) << result.reason;
+    EXPECT_TRUE(result.passed);
+    const auto after = f.records();
+    EXPECT_EQ(of_type(after, "resume").size(), 1u);
+    EXPECT_EQ(normalized(after), reference) << "resumed:\n" << normalized(after).dump(1);
+    for (std::size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].at("seq").get<std::size_t>(), i);
+    EXPECT_FALSE(fs::exists(f.setup.run_dir / "undo") && !fs::is_empty(f.setup.run_dir / "undo"));
+    // A finished run is reported again, not run again.
+    FakeClient idle(std::vector<Step>{});
+    f.setup.client = &idle;
+    const auto again = resume_run(f.setup);
+    EXPECT_EQ(again.status, RunStatus::submitted);
+    EXPECT_TRUE(idle.requests.empty());
+    EXPECT_EQ(f.records().size(), after.size());
+  }
+  set_crash_hook(nullptr);
+}
+
+TEST(AgentRun, DesignOnlySubmitsADesignAndRunsNoCode) {
+  Fixture f("design");
+  f.setup.settings.condition = Condition::design_only;
+  const std::string design = "## L1 algorithm\nRank by logits.\n\n## L2 dataflow\nOne row per warp.\n\n## L3 execution\nShuffles.\n";
+  std::vector<Step> script = {
+      respond({call("a", "check", json::object())}),  // not a tool of this condition
+      respond({call("b", "write_file", {{"path", "design.md"}, {"content", design}})}),
+      respond({call("c", "submit", json::object())}),
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::submitted);
+  EXPECT_TRUE(result.passed);
+  EXPECT_EQ(result.solution, "submitted/design.md");
+  EXPECT_TRUE(result.traces.empty());
+  EXPECT_EQ(*read_whole_file(f.setup.run_dir / "submitted" / "design.md"), design);
+  const auto results = of_type(f.records(), "tool_result");
+  EXPECT_TRUE(results.at(0).value("format_error", false));
+  ASSERT_EQ(client.requests.size(), 3u);
+  EXPECT_EQ(client.requests[0].tools.size(), 5u);
+  EXPECT_EQ(client.requests[0].messages[0].text.find("d2k_run"), std::string::npos);
+}

@@ -1,0 +1,126 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agent/tools.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace d2k::agent;
+
+namespace {
+
+struct Box {
+  fs::path dir;
+  std::unique_ptr<ToolBox> box;
+  explicit Box(Condition condition = Condition::none) {
+    dir = fs::temp_directory_path() / ("d2k-agent-tools-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    ToolEnv env;
+    env.condition = condition;
+    env.run_dir = dir;
+    box = std::make_unique<ToolBox>(env);
+  }
+  ~Box() { fs::remove_all(dir); }
+  ToolOutcome run(const std::string& name, const std::string& args) { return box->run(name, args, 0); }
+};
+
+}  // namespace
+
+TEST(Tools, SpecsAreObjectSchemasWithTheirRequiredArguments) {
+  for (auto condition : {Condition::none, Condition::design_only}) {
+    for (const auto& spec : tool_specs(condition)) {
+      EXPECT_EQ(spec.parameters.at("type"), "object") << spec.name;
+      for (const auto& required : spec.parameters.at("required"))
+        EXPECT_TRUE(spec.parameters.at("properties").contains(required.get<std::string>())) << spec.name;
+      EXPECT_FALSE(spec.description.empty());
+    }
+  }
+  EXPECT_EQ(tool_specs(Condition::L1_L2).size(), 9u);
+}
+
+TEST(Tools, MalformedCallsAreFormatErrorsWithAReason) {
+  Box b;
+  auto unknown = b.run("rm_rf", "{}");
+  EXPECT_TRUE(unknown.is_error && unknown.format_error);
+  EXPECT_NE(unknown.result.dump().find("the tools are: list_files"), std::string::npos);
+  auto invalid = b.run("read_file", "{\"path\": ");
+  EXPECT_TRUE(invalid.format_error);
+  EXPECT_NE(invalid.result.at("error").get<std::string>().find("not valid JSON"), std::string::npos);
+  EXPECT_TRUE(b.run("read_file", "\"TASK.md\"").format_error);
+  EXPECT_TRUE(b.run("write_file", R"({"path": "a.cpp"})").format_error);
+  EXPECT_TRUE(b.run("write_file", R"({"path": "a.cpp", "content": 5})").format_error);
+  EXPECT_TRUE(b.run("read_file", R"({"path": "a.cpp", "start_line": "one"})").format_error);
+  // A tool that exists but fails on what it was given is an error, not a format error.
+  auto missing = b.run("read_file", R"({"path": "nope.cpp"})");
+  EXPECT_TRUE(missing.is_error);
+  EXPECT_FALSE(missing.format_error);
+  auto outside = b.run("write_file", R"({"path": "../x.cpp", "content": "x"})");
+  EXPECT_TRUE(outside.is_error);
+  EXPECT_FALSE(fs::exists(b.dir / "x.cpp"));
+  // Empty arguments are an empty object.
+  EXPECT_FALSE(b.run("list_files", "").is_error);
+}
+
+TEST(Tools, DesignOnlyHasNoCodeTools) {
+  Box b(Condition::design_only);
+  EXPECT_TRUE(b.run("compile", "{}").format_error);
+  auto submit = b.run("submit", "{}");
+  EXPECT_TRUE(submit.is_error) << "no design.md yet";
+  EXPECT_FALSE(submit.submitted);
+  EXPECT_FALSE(b.run("write_file", R"({"path": "design.md", "content": "## L1 algorithm\nfuse"})").is_error);
+  EXPECT_TRUE(b.run("submit", "{}").submitted);
+}
+
+TEST(Tools, FileToolsRoundTrip) {
+  Box b;
+  EXPECT_FALSE(b.run("write_file", json{{"path", "k.cpp"}, {"content", "a\nb\nc\n"}}.dump()).is_error);
+  auto edit = b.run("edit_file", json{{"path", "k.cpp"}, {"old_text", "b\n"}, {"new_text", "B\nB2\n"}}.dump());
+  EXPECT_FALSE(edit.is_error) << edit.result.dump();
+  EXPECT_EQ(edit.result.at("line"), 2);
+  auto read = b.run("read_file", json{{"path", "k.cpp"}, {"start_line", 2}, {"max_lines", 2}}.dump());
+  EXPECT_EQ(read.result.at("content"), "B\nB2\n");
+  EXPECT_EQ(read.result.at("total_lines"), 4);
+  EXPECT_TRUE(read.result.at("truncated").get<bool>());
+  auto list = b.run("list_files", "{}");
+  EXPECT_EQ(list.result.at("files").at(0).at("path"), "k.cpp");
+  EXPECT_EQ(b.box->mutated_file("edit_file", R"({"path": "k.cpp"})"), fs::canonical(b.dir / "workspace") / "k.cpp");
+  EXPECT_FALSE(b.box->mutated_file("read_file", R"({"path": "k.cpp"})"));
+  EXPECT_FALSE(b.box->mutated_file("write_file", "{bad"));
+}
+
+TEST(Tools, SeedsDifferPerCallAndRepeat) {
+  EXPECT_EQ(derive_seed(7, 3), derive_seed(7, 3));
+  EXPECT_NE(derive_seed(7, 3), derive_seed(7, 4));
+  EXPECT_NE(derive_seed(7, 3), derive_seed(8, 3));
+}
+
+TEST(Tools, CapKeepsHeadAndTail) {
+  std::string text(100000, 'x');
+  text.replace(0, 5, "HEAD:");
+  text.replace(text.size() - 5, 5, ":TAIL");
+  const auto capped = cap_text(text, 1000);
+  EXPECT_LT(capped.size(), 1100u);
+  EXPECT_TRUE(capped.starts_with("HEAD:"));
+  EXPECT_TRUE(capped.ends_with(":TAIL"));
+  EXPECT_NE(capped.find("bytes cut"), std::string::npos);
+}
+
+TEST(Tools, ParsesNsightComputeCsv) {
+  const std::string csv =
+      "==PROF== Connected to process 123 (/usr/bin/d2k-worker)\n"
+      "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\","
+      "\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"123\",\"d2k-worker\",\"h\",\"read_all(const uint4*, unsigned long, unsigned int*)\",\"1\",\"7\",\"(256, 1, 1)\",\"(1024, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"9000\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"12,345\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"71.5\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"launch__registers_per_thread\",\"register/thread\",\"40\"\n";
+  const auto kernels = parse_ncu_csv(csv, 10);
+  ASSERT_EQ(kernels.size(), 1u) << kernels.dump();
+  EXPECT_EQ(kernels[0].at("kernel"), "void topk<8>(const float*, float*, int*, int, int)");
+  EXPECT_EQ(kernels[0].at("duration_ns"), 12345.0);
+  EXPECT_EQ(kernels[0].at("dram_throughput_pct"), 71.5);
+  EXPECT_EQ(kernels[0].at("registers_per_thread"), 40.0);
+  EXPECT_EQ(kernels[0].at("grid"), "(512, 1, 1)");
+  EXPECT_TRUE(parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM\n", 10).empty());
+}

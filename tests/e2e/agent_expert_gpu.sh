@@ -1,0 +1,38 @@
+# On the GPU: a scripted run per shipped task that writes the expert CUDA solution, checks it and
+# submits it; its final evaluation (published and hidden workloads, fresh seed) must pass.
+source "$(dirname "$0")/agent_lib.bash"
+
+for dir in "$D2K_ROOT"/tasks/*/*/; do
+  task=$(basename "$(dirname "$dir")")/$(basename "$dir")
+  name=${task/\//_}
+  python3 - "$dir" "$WORK/$name.script.json" <<'PY'
+import glob, json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.environ["D2K_ROOT"], "tests/e2e"))
+import agent_script
+folder, out = sys.argv[1:]
+calls = [("write_file", {"path": os.path.basename(f), "content": open(f).read()})
+         for f in sorted(glob.glob(os.path.join(folder, "solution/cuda/*")))]
+turns = [{"calls": [("read_file", {"path": "TASK.md"})]}, {"calls": calls}, {"calls": [("compile", {}), ("check", {})]},
+         {"calls": [("benchmark", {})]}, {"calls": [("profile", {})]}, {"calls": [("submit", {})]}]
+json.dump(agent_script.make_script("openai", turns), open(out, "w"))
+PY
+  "$SCRIPTED_SERVER" "$WORK/$name.script.json" "$WORK/$name.requests.jsonl" > "$WORK/$name.port" 2> "$WORK/$name.server.err" &
+  SERVER_PID=$!
+  for _ in $(seq 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.05; done
+  "${AGENT_PY[@]}" models openai "$(head -1 "$WORK/$name.port")" > "$WORK/$name.toml"
+  expect_exit 0 "$D2K" agent --task "$task" --device cuda --model scripted --models "$WORK/$name.toml" \
+    --condition L1+L2+L3 --runs-dir "$WORK/$name-runs"
+  stop_server
+  run=$(the_run "$WORK/$name-runs")
+  expect_eq "$(final_field "$run" status)" '"submitted"' "$task: status"
+  expect_eq "$(final_field "$run" passed)" true "$task: final evaluation passed"
+  python3 - "$run" <<'PY'
+import json, sys
+records = [json.loads(l) for l in open(f"{sys.argv[1]}/transcript.jsonl")]
+results = {r["name"]: json.loads(r["content"]) for r in records if r["type"] == "tool_result"}
+assert results["check"]["passed"], results["check"]
+bench = results["benchmark"]
+assert bench["passed"] and bench["geomean_speedup"] > 1, bench
+print(f"ok: benchmark geomean speedup {bench['geomean_speedup']:.1f}x; profile: {json.dumps(results['profile'])[:300]}")
+PY
+done
