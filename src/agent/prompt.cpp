@@ -128,7 +128,9 @@ Prompt build_prompt(const PromptInputs& in) {
   }
   user += fmt::format("\n## The device\n\n{} ({} device): measured copy bandwidth {:.0f} GB/s (read + write)", in.device_name,
                       name_of(in.device), in.ceiling.copy_gbps);
-  if (in.ceiling.peak_tflops) user += fmt::format(", dense bf16 matrix rate {:.0f} TFLOP/s", *in.ceiling.peak_tflops);
+  if (in.ceiling.bf16_tflops) user += fmt::format(", dense bf16 matrix rate {:.0f} TFLOP/s", *in.ceiling.bf16_tflops);
+  if (in.ceiling.fp8_tflops) user += fmt::format(", fp8 {:.0f} TFLOP/s", *in.ceiling.fp8_tflops);
+  if (in.ceiling.int8_tops) user += fmt::format(", int8 {:.0f} TOPS", *in.ceiling.int8_tops);
   user += ".\n";
   if (!design) {
     user += cuda ? "Solutions are CUDA C++: the workspace's .cu files (with any .h/.cuh headers) are compiled together "

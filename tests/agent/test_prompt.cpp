@@ -18,7 +18,7 @@ PromptInputs inputs_for(const Task& task, Condition condition) {
   in.device = Device::cuda;
   in.device_name = "NVIDIA H200";
   in.ceiling.copy_gbps = 4000;
-  in.ceiling.peak_tflops = 800;
+  in.ceiling.bf16_tflops = 800;
   in.tools = tool_specs(condition);
   in.root = D2K_ROOT_DIR;
   return in;
