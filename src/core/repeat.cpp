@@ -20,8 +20,10 @@ std::vector<RepeatRow> summarize_repeats(const std::vector<std::vector<Trace>>& 
   const auto row_of = [&](const Trace& trace) -> RepeatRow& {
     for (auto& row : rows)
       if (row.task == trace.task && row.workload == trace.workload) return row;
-    rows.push_back(RepeatRow{.task = trace.task, .workload = trace.workload});
-    return rows.back();
+    auto& row = rows.emplace_back();
+    row.task = trace.task;
+    row.workload = trace.workload;
+    return row;
   };
   for (std::size_t run = 0; run < runs.size(); ++run) {
     for (const auto& trace : runs[run]) {
