@@ -21,8 +21,11 @@ caught "$corpus/stale_unwritten.cpp" $quant deepseek-v3-T1 incorrect_numerics "N
 # 2 modified inputs
 caught "$solutions/modifies_input.cpp" $norm llama3-8b-T1 rejected "modified its input 'weight'"
 # 3 caches across calls
-caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses"
-caught "$corpus/cache_by_value.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses (or a sample)"
+# Each of two mechanisms catches them alone: the second draw in the same buffers (rotation off), and the
+# timed calls' rotation through input copies, each call's outputs compared with the checked call's.
+caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses" --rotate 0
+caught "$corpus/cache_by_value.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses (or a sample)" --rotate 0
+caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "every call must compute its outputs"
 # 4, 5 work outside the call
 caught "$corpus/thread_outlives_call.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running after d2k_run returned"
 caught "$corpus/thread_during_timing.cpp" $quant deepseek-v3-T1 rejected "left a thread running after a timed call"
@@ -41,7 +44,9 @@ expect_exit 0 "$D2K" eval $quant "$corpus/shapes_hardcoded.cpp" --device cpu -w 
 caught "$corpus/shapes_hardcoded.cpp" $quant qwen3-235b-T333-K1536 incorrect_shape "wrote past the end of output" --final
 # 11 a library the task does not allow
 caught "$corpus/library_torch.cpp" $quant deepseek-v3-T1 compile_error "torch/torch.h"
-caught "$corpus/library_dlopen_torch.cpp" $quant deepseek-v3-T1 rejected "loaded libc10.so"
+# Under the sandbox the library is not even visible; without it, loading it is caught by name.
+caught "$corpus/library_dlopen_torch.cpp" $quant deepseek-v3-T1 runtime_error "found no libtorch to call"
+caught "$corpus/library_dlopen_torch.cpp" $quant deepseek-v3-T1 rejected "loaded libc10.so" --sandbox off
 # 12 outside the outputs; outputs that depend on more than the inputs
 caught "$corpus/oob_write_before_input.cpp" $quant deepseek-v3-T1 rejected "wrote outside its tensors"
 caught "$corpus/nondeterministic_history.cpp" $quant deepseek-v3-T1 rejected "changed between two runs on the same inputs"

@@ -39,6 +39,6 @@ print(f"ok: phases, rotation ({[t['performance']['rotation_sets'] for t in d['tr
 PY
 expect_exit 1 "$D2K" eval $task "$D2K_ROOT/tests/e2e/solutions/wrong_when_timed.cpp" --device cpu -w llama3-8b-T1 \
   --max-seconds 0.2 --min-samples 5 --warmup 1 --json "$WORK/wrong.json"
-expect_eq "$(status_of "$WORK/wrong.json" llama3-8b-T1)" rejected "wrong on the third call"
+expect_eq "$(status_of "$WORK/wrong.json" llama3-8b-T1)" rejected "wrong on one timed call"
 case "$(message_of "$WORK/wrong.json" llama3-8b-T1)" in *"timed call 2"*"'x'"*) echo "ok: message names the call";;
   *) echo "FAIL: message: $(message_of "$WORK/wrong.json" llama3-8b-T1)" >&2; exit 1;; esac

@@ -1,6 +1,7 @@
 // Must yield rejected: the cpu expert solution of norm/fused_add_rmsnorm, right on every call but the
-// third (the correctness call is the first), where one element of x is off by one bf16 step. Only a
-// harness that checks every timed call catches it.
+// fifth (calls 1-2 are the second draw and its repeat, 3 the correctness call, 4 the warm-up: timed
+// call 1, 5 timed call 2), where one element of x is off by one bf16 step. Only a harness that checks every
+// timed call catches it.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -99,7 +100,7 @@ static int run_correctly(const d2k_call* call) {
 extern "C" int d2k_run(const d2k_call* call) {
   static int calls = 0;
   const int status = run_correctly(call);
-  if (++calls == 3 && status == 0) {
+  if (++calls == 5 && status == 0) {
     const d2k_tensor* x = find(call->outputs, call->num_outputs, "x");
     static_cast<uint16_t*>(x->data)[0] ^= 1;
   }
