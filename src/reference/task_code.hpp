@@ -54,8 +54,9 @@ class TaskCode {
   }
 
   // Optional: what is compared instead of the raw outputs, e.g. fp8 values dequantized with their
-  // scales. Called on the candidate's outputs and on the oracle's, both given as float64 or integer
-  // tensors with the task's shapes. The names returned must have a tolerance in task.toml (an output
+  // scales. Called on the candidate's raw outputs (their declared dtypes, on the CPU, laid out as the
+  // task says) and on the oracle's (float64 on the CPU), with the task's shapes: convert what you
+  // compute with (e.g. q.to(at::kDouble)). The names returned must have a tolerance in task.toml (an output
   // name, or a [compare.<name>] table).
   virtual TensorMap comparable(const TensorMap& outputs, const Scalars& scalars) const {
     return outputs;
