@@ -154,6 +154,10 @@ TEST_P(SandboxTest, CannotConnectToTheHostNetwork) {
                              " && echo CONNECTED'";
   auto control = sh(script, std::nullopt);
   ASSERT_NE(control.output.find("CONNECTED"), std::string::npos) << "control: " << control.output;
+  // The listener accepts on its own thread: wait until it has counted the control's connection, or a
+  // late count of it would pass for the sandbox's.
+  for (int i = 0; i < 200 && listener.accepted() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(listener.accepted(), 1);
   const int before = listener.accepted();
   auto result = sh(script, sandbox());
   EXPECT_EQ(result.output.find("CONNECTED"), std::string::npos) << result.output;
