@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "agent/prompt.hpp"
+#include "core/timestamp.hpp"
 #include "agent/records.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
@@ -451,14 +452,6 @@ class Loop {
   double wall_base_ = 0;
 };
 
-std::string now_iso8601() {
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 void check_setup(const RunSetup& setup) {
   if (!setup.task || !setup.client) fail("agent run: no task or no model client");
@@ -480,7 +473,7 @@ RunResult start_run(const RunSetup& setup) {
   if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
   fs::create_directories(setup.run_dir / "workspace");
   auto settings = setup.settings;
-  if (settings.created.empty()) settings.created = now_iso8601();
+  if (settings.created.empty()) settings.created = utc_timestamp();
   write_file_atomically(setup.run_dir / "run.json", json(settings).dump(2) + "\n");
   const auto published = select_workloads(*setup.task, setup.settings.workloads, false);
   write_file_atomically(setup.run_dir / "workspace" / "TASK.md", task_sheet(*setup.task, published));

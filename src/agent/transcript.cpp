@@ -10,21 +10,12 @@
 #include <map>
 
 #include "agent/workspace.hpp"
+#include "core/timestamp.hpp"
 #include "core/error.hpp"
 
 namespace d2k::agent {
 namespace {
 
-std::string now_iso8601() {
-  const auto now = std::chrono::system_clock::now();
-  const auto t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[40];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buffer, static_cast<int>(ms));
-}
 
 void write_all(int fd, const char* data, std::size_t size, const std::filesystem::path& file) {
   while (size > 0) {
@@ -100,7 +91,7 @@ TranscriptWriter::~TranscriptWriter() {
 }
 
 void TranscriptWriter::append(nlohmann::json record, bool sync) {
-  nlohmann::json line = {{"seq", seq_}, {"time", now_iso8601()}};
+  nlohmann::json line = {{"seq", seq_}, {"time", utc_timestamp(true)}};
   line.update(record);
   std::string text = dump_json(line) + '\n';
   if (crash_due("write")) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/timestamp.hpp"
 #include "core/json.hpp"
 #include "core/overhead.hpp"
 #include "reference/check.hpp"
@@ -27,14 +28,6 @@ namespace {
 
 constexpr std::size_t kLogCap = 16 * 1024;
 
-std::string now_iso8601() {
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 std::string cap(const std::string& log) {
   if (log.size() <= kLogCap) return log;
@@ -211,7 +204,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   trace.device = options_.device;
   trace.device_name = options_.device_name;
   trace.seed = options_.seed;
-  trace.timestamp = now_iso8601();
+  trace.timestamp = utc_timestamp();
   // Each progress line says how long the workload has taken so far: the harness's own cost shows.
   const auto started = std::chrono::steady_clock::now();
   const auto step = [&](const char* what) {

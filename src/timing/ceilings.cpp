@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/timestamp.hpp"
 #include "core/json.hpp"
 #include "timing/cuda_util.hpp"
 #include "timing/device_info.hpp"
@@ -38,10 +39,6 @@ constexpr int kGemmSamples = 10;
 constexpr int kWarmup = 3;
 constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
-std::string utc_now() {
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
-                     fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
-}
 
 double median(std::vector<double> samples) { return summarize(std::move(samples)).median_ms; }
 
@@ -315,7 +312,7 @@ Ceilings measure_ceilings(Device device) {
   }
   ceilings.device_name = device_name(device);
   ceilings.device_id = device_id(device);
-  ceilings.measured_at = utc_now();
+  ceilings.measured_at = utc_timestamp();
   return ceilings;
 }
 
