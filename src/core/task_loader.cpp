@@ -10,16 +10,12 @@
 #include <set>
 #include <sstream>
 
-#if __has_include(<toml++/toml.hpp>)
-#include <toml++/toml.hpp>
-#else
-#include <toml++/toml.h>  // Debian's libtomlplusplus-dev ships the single header under this name
-#endif
 
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "core/expr.hpp"
+#include "core/toml_source.hpp"
 
 namespace d2k {
 namespace {
@@ -27,38 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kDists[] = {"normal", "uniform", "student_t", "ties", "randint"};
-
-// Values in messages as the author would write them: "strings" in double quotes, numbers in their
-// shortest exact form (toml++'s own printer uses single quotes and 17 significant digits).
-std::string show(const toml::node& node) {
-  if (auto text = node.value_exact<std::string>()) {
-    std::string out = "\"";
-    for (char c : *text) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c == '\n' ? std::string("\\n") : std::string(1, c);
-    }
-    return out + "\"";
-  }
-  if (auto integer = node.value_exact<int64_t>()) return std::to_string(*integer);
-  if (auto real = node.value_exact<double>()) {
-    std::string out = fmt::format("{}", *real);
-    bool plain = out.find_first_of(".eEn") == std::string::npos;  // nan, inf contain an n
-    return plain ? out + ".0" : out;
-  }
-  if (auto flag = node.value_exact<bool>()) return *flag ? "true" : "false";
-  std::string out;
-  if (const toml::array* array = node.as_array()) {
-    for (const toml::node& element : *array) out += (out.empty() ? "" : ", ") + show(element);
-    return "[" + out + "]";
-  }
-  if (const toml::table* table = node.as_table()) {
-    for (auto&& [key, value] : *table) out += (out.empty() ? "" : ", ") + std::string(key.str()) + " = " + show(value);
-    return "{ " + out + " }";
-  }
-  std::ostringstream other;  // dates and times
-  other << toml::node_view<const toml::node>(&node);
-  return other.str();
-}
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -80,32 +44,7 @@ bool is_workload_name(std::string_view name) {
 
 std::string index_path(const std::string& array, std::size_t i) { return fmt::format("{}[{}]", array, i); }
 
-class Source {
- public:
-  explicit Source(const fs::path& file) : file_(file.string()) {}
-
-  const std::string& file() const { return file_; }
-
-  // An error about a field as a whole (missing, wrong place).
-  [[noreturn]] void error(const toml::node* at, const std::string& field, const std::string& message) const {
-    fail("{}: {}", prefix(at, field), message);
-  }
-
-  // An error about the value of a field: the message shows the value as written.
-  [[noreturn]] void bad(const toml::node& at, const std::string& field, const std::string& message) const {
-    fail("{} = {}: {}", prefix(&at, field), show(at), message);
-  }
-
- private:
-  std::string prefix(const toml::node* at, const std::string& field) const {
-    std::string out = file_;
-    if (at != nullptr && at->source().begin.line > 0) out += fmt::format(":{}", at->source().begin.line);
-    if (!field.empty()) out += ": " + field;
-    return out;
-  }
-
-  std::string file_;
-};
+using Source = TomlSource;
 
 std::string child(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);

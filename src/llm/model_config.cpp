@@ -7,60 +7,20 @@
 #include <cmath>
 #include <sstream>
 
-#if __has_include(<toml++/toml.hpp>)
-#include <toml++/toml.hpp>
-#else
-#include <toml++/toml.h>  // Debian's libtomlplusplus-dev ships the single header under this name
-#endif
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/toml_source.hpp"
 
 namespace d2k::llm {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string show(const toml::node& node) {
-  if (auto text = node.value_exact<std::string>()) {
-    std::string out = "\"";
-    for (char c : *text) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c == '\n' ? std::string("\\n") : std::string(1, c);
-    }
-    return out + "\"";
-  }
-  if (auto integer = node.value_exact<int64_t>()) return std::to_string(*integer);
-  if (auto real = node.value_exact<double>()) {
-    std::string out = fmt::format("{}", *real);
-    return out.find_first_of(".eEn") == std::string::npos ? out + ".0" : out;
-  }
-  if (auto flag = node.value_exact<bool>()) return *flag ? "true" : "false";
-  std::string out;
-  if (const toml::array* array = node.as_array()) {
-    for (const toml::node& element : *array) out += (out.empty() ? "" : ", ") + show(element);
-    return "[" + out + "]";
-  }
-  if (const toml::table* table = node.as_table()) {
-    for (auto&& [key, value] : *table) out += (out.empty() ? "" : ", ") + std::string(key.str()) + " = " + show(value);
-    return "{ " + out + " }";
-  }
-  std::ostringstream other;
-  other << toml::node_view<const toml::node>(&node);
-  return other.str();
-}
-
-class Reader {
+class Reader : public TomlSource {
  public:
-  explicit Reader(const fs::path& file) : file_(file.string()) {}
-
-  [[noreturn]] void error(const toml::node* at, const std::string& field, const std::string& message) const {
-    fail("{}: {}", prefix(at, field), message);
-  }
-  [[noreturn]] void bad(const toml::node& at, const std::string& field, const std::string& message) const {
-    fail("{} = {}: {}", prefix(&at, field), show(at), message);
-  }
+  using TomlSource::TomlSource;
 
   // A table whose keys must all be among `allowed`.
   void closed(const toml::table& table, const std::string& path, std::initializer_list<std::string_view> allowed) const {
@@ -93,15 +53,6 @@ class Reader {
     if (!node.is_table()) bad(node, field, "must be a table");
     return *node.as_table();
   }
-
- private:
-  std::string prefix(const toml::node* at, const std::string& field) const {
-    std::string out = file_;
-    if (at != nullptr && at->source().begin.line > 0) out += fmt::format(":{}", at->source().begin.line);
-    return field.empty() ? out : out + ": " + field;
-  }
-
-  std::string file_;
 };
 
 // extra_body's TOML as the JSON that goes into the request (dates and times have no JSON form).
