@@ -87,21 +87,23 @@ std::optional<std::string> changed_bytes(const std::filesystem::path& sent, cons
 // The seed of the second draw: another draw than the first for every seed, known only here.
 uint64_t second_seed(uint64_t seed) { return (seed ^ 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL + 1; }
 
-// The float64 oracle of one draw of the inputs, kept on the CPU.
+// The float64 oracle of one draw of the inputs, left on the device it was computed on: the check runs
+// there too (on a GPU in milliseconds; copying a 67 M-element float64 oracle to the host and checking it
+// there cost seconds per workload). The GPU memory is this process's, out of the worker's reach.
 TensorMap oracle_of(const Task& task, const TaskCode& code, const TensorMap& inputs, const Scalars& scalars,
                     Device device) {
   auto placed = place_inputs(inputs, device, Precision::oracle);
-  auto want = call_reference(task, code, placed, scalars);
-  for (auto& [name, tensor] : want) tensor = widen(tensor);  // keep it on the CPU, off the GPU
-  return want;
+  return call_reference(task, code, placed, scalars);
 }
 
+// The outputs the worker returned, on `device`, where the oracle they are checked against lives.
 TensorMap read_outputs(const Task& task, const Workload& workload, const WorkerRequest& request,
-                       const std::filesystem::path& dir, const std::string& suffix) {
+                       const std::filesystem::path& dir, const std::string& suffix, Device device) {
   TensorMap got;
   for (std::size_t i = 0; i < task.outputs.size(); ++i) {
     const auto& out = task.outputs[i];
-    got[out.name] = read_span(dir / (request.outputs[i].file + suffix), out.dtype, geometry_of(out, workload));
+    got[out.name] = read_span(dir / (request.outputs[i].file + suffix), out.dtype, geometry_of(out, workload))
+                        .to(to_torch(device));
   }
   return got;
 }
@@ -228,11 +230,13 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // A second draw, a few elements away from the first, run first in the same buffers: outputs that
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show. Deterministic
   // tasks run it twice and compare the bytes.
+  phases_.next("second_inputs");
   const auto second_inputs = make_second_inputs(task, *code, workload, inputs, second_seed(options_.seed));
 
   step("oracle");
   phases_.next("oracle");
   const TensorMap want = oracle_of(task, *code, inputs, scalars, options_.device);
+  phases_.next("second_oracle");
   const TensorMap second_want = oracle_of(task, *code, second_inputs, scalars, options_.device);
 
   phases_.next("write_files");
@@ -302,8 +306,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
 
   step("checking");
   phases_.next("read_outputs");
-  const TensorMap got = read_outputs(task, workload, request, dir.path(), "");
-  phases_.next("check");
+  const TensorMap got = read_outputs(task, workload, request, dir.path(), "", options_.device);
+  phases_.next("input_check");
   // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent,
   // for both draws.
   std::vector<std::string> sent_files = request.second_inputs;
@@ -318,6 +322,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
       return trace;
     }
   }
+  phases_.next("check");
   auto verdict = check(task, *code, scalars, got, want, result.guard_violations);
   trace.comparisons = std::move(verdict.comparisons);
   if (verdict.status != Status::passed) {
@@ -333,7 +338,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     }
     return trace;
   }
-  const auto second_got = read_outputs(task, workload, request, dir.path(), ".second");
+  phases_.next("second_check");
+  const auto second_got = read_outputs(task, workload, request, dir.path(), ".second", options_.device);
   if (auto second = check(task, *code, scalars, second_got, second_want, result.guard_violations);
       second.status != Status::passed) {
     trace.status = second.status;

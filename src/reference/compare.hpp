@@ -8,8 +8,13 @@
 
 namespace d2k {
 
-// `got` and `want` have the same shape; any dtype and device (compared in float64 on the CPU).
+// `got` and `want` have the same shape; any dtype and device. Compared in float64 where `want` lives:
+// on a GPU as whole-tensor expressions (compare_whole), on the CPU in parallel chunks.
 Comparison compare(const std::string& name, const at::Tensor& got, const at::Tensor& want,
                    const Tolerance& tolerance);
+
+// The numeric metric as whole-tensor expressions on `want`'s device, whatever the tolerance's metric.
+Comparison compare_whole(const std::string& name, const at::Tensor& got, const at::Tensor& want,
+                         const Tolerance& tolerance);
 
 }  // namespace d2k

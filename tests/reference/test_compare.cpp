@@ -4,7 +4,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <limits>
+#include <utility>
 
 namespace d2k {
 namespace {
@@ -47,6 +49,39 @@ TEST(Compare, ChunkedPassesFindTheWorstElementAcrossChunks) {
   const auto diff = (got.to(at::kDouble) - want).abs().nan_to_num(0.0);
   EXPECT_DOUBLE_EQ(c.max_abs_error, std::numeric_limits<double>::infinity());
   EXPECT_EQ(diff.argmax().item<int64_t>(), bad);
+}
+
+// On a GPU the same metric is computed by whole-tensor expressions (compare_whole); run here on the CPU,
+// it must agree with the chunked loops field by field, on data with every special case in it.
+TEST(Compare, WholeTensorPassAgreesWithTheChunkedLoops) {
+  const int64_t n = 2 * (1 << 20) + 777;
+  auto want = random_tensor(n, 11);
+  want.narrow(0, 100, 50).zero_();  // zeros in the oracle: no relative error there
+  auto got = want.to(at::kBFloat16);
+  got.narrow(0, 100, 10).fill_(0.25);               // wrong where the oracle is zero
+  got[5000] = std::numeric_limits<float>::infinity();
+  got[n - 3] = std::numeric_limits<float>::quiet_NaN();
+  got[(1 << 20) + 5] = want[(1 << 20) + 5].item<double>() + 3.0;
+  for (const auto& [label, g] : {std::pair<const char*, at::Tensor>{"special values", got},
+                                 {"exact bf16 rounding", want.to(at::kBFloat16)},
+                                 {"identical", want}}) {
+    SCOPED_TRACE(label);
+    const auto loops = compare("y", g, want, bf16_like());
+    const auto whole = compare_whole("y", g, want, bf16_like());
+    EXPECT_EQ(whole.passed, loops.passed);
+    EXPECT_EQ(whole.elements, loops.elements);
+    EXPECT_EQ(whole.non_finite, loops.non_finite);
+    EXPECT_EQ(whole.mismatches, loops.mismatches);
+    EXPECT_EQ(whole.worst_index, loops.worst_index);
+    EXPECT_DOUBLE_EQ(whole.worst_excess, loops.worst_excess);
+    EXPECT_DOUBLE_EQ(whole.max_abs_error, loops.max_abs_error);
+    EXPECT_DOUBLE_EQ(whole.max_rel_error, loops.max_rel_error);
+    if (std::isfinite(loops.nmse)) {
+      EXPECT_NEAR(whole.nmse, loops.nmse, 1e-12 * std::max(1.0, loops.nmse));
+    } else {
+      EXPECT_EQ(whole.nmse, loops.nmse);
+    }
+  }
 }
 
 TEST(Compare, Fp8PrecisionFailsABf16Tolerance) {
