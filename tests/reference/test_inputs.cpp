@@ -86,5 +86,21 @@ TEST(Inputs, StudentTHasHeavierTailsThanNormal) {
   EXPECT_GT(max_heavy, 2.0 * max_normal);
 }
 
+// A whole df draws chi2 as a sum of squared normals, any other df through a gamma draw: both must give
+// Student's t. The quantiles of |t| with 3 degrees of freedom: 0.7649 (50%), 2.3534 (90%), 5.8409 (99%).
+TEST(Inputs, StudentTQuantilesMatchTheDistributionWhicheverWayChi2IsDrawn) {
+  Identity code;
+  for (double df : {3.0, 3.0 + 1e-9}) {
+    SCOPED_TRACE(df);
+    auto task = task_with(InputInit{.dist = "student_t", .df = df});
+    task.workloads[0].axes = {{"T", 4096}, {"H", 256}};  // 1 M values
+    const auto t = make_inputs(task, code, task.workloads[0], 9).at("a").abs().flatten().to(at::kDouble);
+    const auto q = at::quantile(t.narrow(0, 0, 1 << 20), at::tensor({0.5, 0.9, 0.99}, at::kDouble));
+    EXPECT_NEAR(q[0].item<double>(), 0.7649, 0.01 * 0.7649);
+    EXPECT_NEAR(q[1].item<double>(), 2.3534, 0.02 * 2.3534);
+    EXPECT_NEAR(q[2].item<double>(), 5.8409, 0.05 * 5.8409);
+  }
+}
+
 }  // namespace
 }  // namespace d2k
