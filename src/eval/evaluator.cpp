@@ -347,18 +347,6 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
                                 kSecondDrawChange, second_seed(options_.seed), second.message);
     return trace;
   }
-  if (request.deterministic) {
-    for (std::size_t i = 0; i < task.outputs.size(); ++i) {
-      const auto file = dir.path() / request.outputs[i].file;
-      if (const auto differ = changed_bytes(file.string() + ".second", file.string() + ".repeat")) {
-        trace.status = Status::rejected;
-        trace.message = fmt::format("output '{}' changed between two runs on the same inputs ({}); the task is "
-                                    "deterministic, so the outputs must not depend on anything but the inputs",
-                                    task.outputs[i].name, *differ);
-        return trace;
-      }
-    }
-  }
   if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
   if (const auto problem = timed_call_problem(result)) {
     trace.status = Status::rejected;

@@ -1,39 +1,17 @@
 #include "worker/rotation.hpp"
 
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "core/error.hpp"
-#include "timing/cuda_util.hpp"
 #include "timing/rotation.hpp"
 #include "worker/request.hpp"
-#ifdef D2K_WITH_CUDA
-#include "timing/device_compare.hpp"
-#endif
-
-namespace fs = std::filesystem;
 
 namespace d2k {
-namespace {
-
-std::string file_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot read {}", file.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-}  // namespace
-
 struct Rotation::Copy {
   std::vector<std::unique_ptr<GuardedBuffer>> owned;
   std::vector<GuardedBuffer*> inputs, outputs;
   std::vector<d2k_tensor> input_tensors, output_tensors;
 };
 
-Rotation::Rotation(const WorkerRequest& request, const fs::path& dir, uint64_t seed, CallTensors copy0)
+Rotation::Rotation(const WorkerRequest& request, SentFiles& sent, uint64_t seed, CallTensors copy0)
     : request_(request) {
   const Device device = request.device;
   std::size_t buffers = 0;
@@ -59,7 +37,7 @@ Rotation::Rotation(const WorkerRequest& request, const fs::path& dir, uint64_t s
   for (std::size_t i = 0; i < request.inputs.size(); ++i) {
     if (!inplace_output(request, request.inputs[i])) continue;
     pristine_[i] = std::make_unique<GuardedBuffer>(device, request.inputs[i].name, span_bytes(request.inputs[i]), seed);
-    pristine_[i]->upload(file_bytes(dir / request.inputs[i].file));
+    pristine_[i]->upload(sent.bytes(request.inputs[i].file));
   }
 
   auto first = std::make_unique<Copy>();
@@ -69,16 +47,13 @@ Rotation::Rotation(const WorkerRequest& request, const fs::path& dir, uint64_t s
   first->output_tensors = std::move(copy0.output_tensors);
   copies_.push_back(std::move(first));
 
-  std::vector<std::string> sent;
-  if (wanted > 1) {
-    for (const auto& input : request.inputs) sent.push_back(file_bytes(dir / input.file));
-  }
   for (int k = 1; k < wanted; ++k) {
     auto copy = std::make_unique<Copy>();
     try {
       for (std::size_t i = 0; i < request.inputs.size(); ++i) {
-        auto buffer = std::make_unique<GuardedBuffer>(device, request.inputs[i].name, sent[i].size(), seed + k);
-        buffer->upload(sent[i]);
+        const std::string& bytes = sent.bytes(request.inputs[i].file);
+        auto buffer = std::make_unique<GuardedBuffer>(device, request.inputs[i].name, bytes.size(), seed + k);
+        buffer->upload(bytes);
         copy->inputs.push_back(buffer.get());
         copy->input_tensors.push_back(copies_[0]->input_tensors[i]);
         copy->input_tensors.back().data = buffer->data();
@@ -103,16 +78,9 @@ Rotation::Rotation(const WorkerRequest& request, const fs::path& dir, uint64_t s
     }
     copies_.push_back(std::move(copy));
   }
-#ifdef D2K_WITH_CUDA
-  if (device == Device::cuda) check_cuda(cudaMalloc(&counter_, sizeof(unsigned long long)), "cudaMalloc");
-#endif
 }
 
-Rotation::~Rotation() {
-#ifdef D2K_WITH_CUDA
-  if (counter_) cudaFree(counter_);
-#endif
-}
+Rotation::~Rotation() = default;
 
 void Rotation::before_call(d2k_call& call) {
   current_ = static_cast<std::size_t>((calls_ + 1) % sets());
@@ -134,7 +102,7 @@ void Rotation::after_call() {
   const Copy& copy = *copies_[current_];
   bool mismatched = false;
   for (std::size_t o = 0; o < request_.outputs.size(); ++o) {
-    const std::size_t differ = differing_bytes(*copy.outputs[o], *want_[o]);
+    const std::size_t differ = differing_bytes_(*copy.outputs[o], *want_[o]);
     if (differ == 0) continue;
     if (!mismatched && check_.mismatched_calls == 0) {
       check_.first_call = calls_;
@@ -151,7 +119,7 @@ void Rotation::check_inputs() {
   for (std::size_t k = 1; k < copies_.size(); ++k) {
     for (std::size_t i = 0; i < request_.inputs.size(); ++i) {
       if (pristine_[i]) continue;
-      if (differing_bytes(*copies_[k]->inputs[i], *copies_[0]->inputs[i]) != 0)
+      if (differing_bytes_(*copies_[k]->inputs[i], *copies_[0]->inputs[i]) != 0)
         check_.modified_inputs.push_back(fmt::format("'{}' of copy {}", request_.inputs[i].name, k));
     }
   }
@@ -165,28 +133,6 @@ std::vector<const GuardedBuffer*> Rotation::buffers() const {
     for (const auto& buffer : copy->owned) out.push_back(buffer.get());
   }
   return out;
-}
-
-std::size_t Rotation::differing_bytes(const GuardedBuffer& a, const GuardedBuffer& b) {
-  if (a.bytes() != b.bytes()) return std::max(a.bytes(), b.bytes());
-  if (a.device() == Device::cpu) {
-    const auto* x = static_cast<const unsigned char*>(a.data());
-    const auto* y = static_cast<const unsigned char*>(b.data());
-    if (std::memcmp(x, y, a.bytes()) == 0) return 0;
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < a.bytes(); ++i) differ += x[i] != y[i];
-    return differ;
-  }
-#ifdef D2K_WITH_CUDA
-  auto* count = static_cast<unsigned long long*>(counter_);
-  check_cuda(cudaMemset(count, 0, sizeof *count), "cudaMemset");
-  check_cuda(count_differing_bytes(a.data(), b.data(), a.bytes(), count, nullptr), "comparing outputs on the GPU");
-  unsigned long long host = 0;
-  check_cuda(cudaMemcpy(&host, count, sizeof host, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
-  return static_cast<std::size_t>(host);
-#else
-  fail("the cuda device needs d2k built with CUDA");
-#endif
 }
 
 }  // namespace d2k

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +22,8 @@
 #include "core/worker_protocol.hpp"
 #include "d2k/solution.h"
 #include "worker/buffers.hpp"
+#include "worker/byte_compare.hpp"
+#include "worker/sent_files.hpp"
 
 namespace d2k {
 
@@ -36,8 +37,8 @@ struct CallTensors {
 class Rotation {
  public:
   // Right after the correctness call: copy 0's outputs are its outputs. Allocates the other copies
-  // (fewer when memory runs out) and uploads their inputs from the files in `dir`. Throws d2k::Error.
-  Rotation(const WorkerRequest& request, const std::filesystem::path& dir, uint64_t seed, CallTensors copy0);
+  // (fewer when memory runs out) and uploads their inputs from the files sent. Throws d2k::Error.
+  Rotation(const WorkerRequest& request, SentFiles& sent, uint64_t seed, CallTensors copy0);
   ~Rotation();
 
   int sets() const { return static_cast<int>(copies_.size()); }
@@ -60,7 +61,6 @@ class Rotation {
 
  private:
   struct Copy;
-  std::size_t differing_bytes(const GuardedBuffer& a, const GuardedBuffer& b);
 
   const WorkerRequest& request_;
   std::size_t set_bytes_ = 0;
@@ -70,7 +70,7 @@ class Rotation {
   int64_t calls_ = 0;
   std::size_t current_ = 0;
   TimedCallCheck check_;
-  void* counter_ = nullptr;  // cuda: one device word for the comparison kernel
+  ByteCompare differing_bytes_;
 };
 
 }  // namespace d2k

@@ -12,7 +12,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "core/error.hpp"
@@ -22,9 +21,11 @@
 #include "timing/gpu_clocks.hpp"
 #include "timing/timer.hpp"
 #include "worker/buffers.hpp"
+#include "worker/byte_compare.hpp"
 #include "worker/library.hpp"
 #include "worker/request.hpp"
 #include "worker/rotation.hpp"
+#include "worker/sent_files.hpp"
 #include "worker/threads.hpp"
 
 namespace fs = std::filesystem;
@@ -57,14 +58,6 @@ void write_text(const fs::path& file, const std::string& text) {
     if (!out) fail("cannot write {}", temp.string());
   }
   fs::rename(temp, file);
-}
-
-std::string read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot read {}", file.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 d2k_tensor abi_tensor(const WireTensor& tensor, void* data) {
@@ -117,7 +110,7 @@ int thread_count() {
 
 class Evaluation {
  public:
-  Evaluation(WorkerRequest request, fs::path dir) : request_(std::move(request)), dir_(std::move(dir)) {}
+  Evaluation(WorkerRequest request, fs::path dir) : request_(std::move(request)), dir_(std::move(dir)), sent_(dir_) {}
 
   // The worker's own preparation: device, stream, buffers. A failure here is not the solution's.
   void setup();
@@ -154,6 +147,7 @@ class Evaluation {
 
   WorkerRequest request_;
   fs::path dir_;
+  SentFiles sent_;
   WorkerResult result_;
   std::chrono::steady_clock::time_point phase_start_ = std::chrono::steady_clock::now();
   std::unique_ptr<Rotation> rotation_;
@@ -187,7 +181,7 @@ void Evaluation::setup() {
 #endif
   for (const auto& input : request_.inputs) {
     auto buffer = std::make_unique<GuardedBuffer>(device, input.name, span_bytes(input), seed_);
-    buffer->upload(read_bytes(dir_ / input.file));
+    buffer->upload(sent_.bytes(input.file));
     inputs_.push_back(abi_tensor(input, buffer->data()));
     buffers_.push_back(std::move(buffer));
   }
@@ -298,7 +292,10 @@ void Evaluation::prepare() {
 }
 
 void Evaluation::correctness() {
-  if (!request_.second_inputs.empty()) second_draw();
+  if (!request_.second_inputs.empty()) {
+    second_draw();
+    end_phase("second_draw");
+  }
   call_solution("run", "d2k_run", [&] { return library_.run(&call_); });
   check_guards();
   check_leftovers("run");
@@ -309,7 +306,8 @@ void Evaluation::correctness() {
 // The second draw runs first, in the very buffers the first draw then fills: a solution that keys a
 // cache on the addresses it is handed returns the second draw's outputs for the first, which the
 // orchestrator's check of the first draw sees. For a deterministic task, the second draw runs twice on the same
-// bytes, outputs poisoned before each run, and both runs' outputs go back to be compared.
+// bytes, outputs poisoned before each run, and the two runs' outputs are compared bytewise on the device
+// (like every timed call's, rotation.hpp): outputs that read memory the solution did not write differ.
 void Evaluation::second_draw() {
   upload_inputs(request_.second_inputs);
   poison_outputs();
@@ -318,12 +316,26 @@ void Evaluation::second_draw() {
   check_leftovers("second_draw");
   write_outputs(output_buffers_, ".second");
   if (request_.deterministic) {
+    std::vector<std::unique_ptr<GuardedBuffer>> first_run;
+    for (const GuardedBuffer* output : output_buffers_) {
+      first_run.push_back(std::make_unique<GuardedBuffer>(request_.device, output->name(), output->bytes(), seed_));
+      first_run.back()->copy_from(*output);
+    }
     upload_inputs(request_.second_inputs);  // in-place outputs changed them
     poison_outputs();
     call_solution("repeat", "d2k_run", [&] { return library_.run(&call_); });
     check_guards();
     check_leftovers("repeat");
-    write_outputs(output_buffers_, ".repeat");
+    ByteCompare differing_bytes;
+    for (std::size_t i = 0; i < output_buffers_.size(); ++i) {
+      if (const std::size_t differ = differing_bytes(*output_buffers_[i], *first_run[i]); differ != 0) {
+        throw SolutionRejected{
+            "repeat", fmt::format("output '{}' changed between two runs on the same inputs ({} of {} bytes differ); "
+                                  "the task is deterministic, so the outputs must not depend on anything but the "
+                                  "inputs",
+                                  request_.outputs[i].name, differ, output_buffers_[i]->bytes())};
+      }
+    }
   }
   write_inputs_after(request_.second_inputs);
   upload_inputs(first_inputs());
@@ -338,7 +350,7 @@ void Evaluation::timing() {
   write_result();
   CallTensors copy0{{}, output_buffers_, inputs_, outputs_};
   for (std::size_t i = 0; i < request_.inputs.size(); ++i) copy0.inputs.push_back(buffers_[i].get());
-  rotation_ = std::make_unique<Rotation>(request_, dir_, seed_, std::move(copy0));
+  rotation_ = std::make_unique<Rotation>(request_, sent_, seed_, std::move(copy0));
   result_.rotation_sets = rotation_->sets();
   result_.rotation_bytes = rotation_->bytes();
   // Opening NVML takes a while; it belongs to the set-up, not to the timing.
@@ -513,7 +525,7 @@ void Evaluation::check_threads(const std::string& phase) {
 }
 
 void Evaluation::upload_inputs(const std::vector<std::string>& files) {
-  for (std::size_t i = 0; i < files.size(); ++i) buffers_[i]->upload(read_bytes(dir_ / files[i]));
+  for (std::size_t i = 0; i < files.size(); ++i) buffers_[i]->upload(sent_.bytes(files[i]));
 }
 
 // NaN for floats, -1 for integers; in-place outputs are their inputs, uploaded instead.

@@ -1,8 +1,9 @@
 // Threat 5, deferred work: computes on its first call only and returns at once from every later
 // one, betting that only the first call's outputs are checked and the later ones only timed.
 // Caught: outputs are poisoned before every checked call (the second draw, its repeat, the first
-// draw, the timed calls), and the first call the worker checks against its own inputs is not the
-// first call made: incorrect_numerics, "NaN".
+// draw, the timed calls), and the first call made is not the only one checked: the repeat of the
+// second draw leaves the poison where the first run wrote values: rejected, "changed between two runs
+// on the same inputs".
 // ---- an honest quant/fp8_group_quant (any strides; the cheat is below it) ----
 #include <cmath>
 #include <cstdint>
