@@ -33,7 +33,7 @@ struct RunSettings {
   uint64_t seed = 0;         // every check, benchmark and the final evaluation draw their seeds from it
   std::vector<std::string> workloads;  // the published workloads the run uses; empty: all of them
   double timing_max_seconds = 1.0;
-  int timing_min_samples = 10;
+  int timing_min_samples = 0;  // 0: default_min_samples(device)
   int timing_warmup = 3;
   double worker_timeout_seconds = 120.0;
   bool baseline = true;

@@ -33,8 +33,8 @@ CLI::Option* add_run_options(CLI::App& command, CommonOptions& options) {
       ->capture_default_str();
   command.add_option("--max-seconds", options.max_seconds, "timing budget per workload, seconds")
       ->capture_default_str();
-  command.add_option("--min-samples", options.min_samples, "timed calls at least per workload")
-      ->capture_default_str();
+  command.add_option("--min-samples", options.min_samples,
+                     "timed calls at least per workload (default: 50 on cuda, 10 on cpu)");
   command.add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
   command.add_option("--repeat", options.repeat,
                      "evaluate N times with seeds seed..seed+N-1 and report passes and the spread of medians")
@@ -169,7 +169,7 @@ int run_cli(int argc, char** argv) {
   agent->add_flag("--no-baseline", options.no_baseline, "benchmark without timing the eager baseline");
   agent->add_option("--timeout", options.timeout, "seconds a worker may run")->capture_default_str();
   agent->add_option("--max-seconds", options.max_seconds, "timing budget per workload, seconds")->capture_default_str();
-  agent->add_option("--min-samples", options.min_samples, "timed calls at least per workload")->capture_default_str();
+  agent->add_option("--min-samples", options.min_samples, "timed calls at least per workload (default: 50 on cuda, 10 on cpu)");
   agent->add_option("--warmup", options.warmup, "untimed calls before timing")->capture_default_str();
 
   try {

@@ -113,10 +113,10 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   }
   eval.baseline = !options.no_baseline;
   eval.timing.max_seconds = options.max_seconds;
-  eval.timing.min_samples = options.min_samples;
+  eval.timing.min_samples = options.min_samples == 0 ? default_min_samples(eval.device) : options.min_samples;
   eval.timing.warmup = options.warmup;
   eval.timing.rotate_cache_multiple = options.rotate;
-  if (options.min_samples < 1) fail("--min-samples: must be at least 1, not {}", options.min_samples);
+  if (options.min_samples < 0) fail("--min-samples: must be at least 1 (or 0 for the default), not {}", options.min_samples);
   if (options.warmup < 0) fail("--warmup: must not be negative, not {}", options.warmup);
   if (options.rotate < 0) fail("--rotate: must not be negative, not {}", options.rotate);
   eval.worker_timeout_seconds = options.timeout;

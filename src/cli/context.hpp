@@ -22,7 +22,7 @@ struct CommonOptions {
   bool no_baseline = false;
   double timeout = 120.0;      // seconds per worker
   double max_seconds = 1.0;    // timing budget per workload
-  int min_samples = 10;        // timed calls at least, even past max_seconds
+  int min_samples = 0;         // timed calls at least, even past max_seconds (0: default_min_samples)
   int warmup = 3;              // untimed calls first
   int repeat = 1;              // evaluate this many times, seeds seed, seed + 1, ...
   double rotate = 3.0;         // input copies hold at least this multiple of the last-level cache (0: one)
