@@ -213,6 +213,8 @@ void to_json(json& j, const Ceilings& value) {
            {"bf16_tflops", value.bf16_tflops ? json(*value.bf16_tflops) : json(nullptr)},
            {"fp8_tflops", value.fp8_tflops ? json(*value.fp8_tflops) : json(nullptr)},
            {"int8_tops", value.int8_tops ? json(*value.int8_tops) : json(nullptr)},
+           {"fp8_config", value.fp8_config},
+           {"int8_config", value.int8_config},
            {"measured_at", value.measured_at}};
 }
 void from_json(const json& j, Ceilings& value) {
@@ -232,6 +234,8 @@ void from_json(const json& j, Ceilings& value) {
   rate("bf16_tflops", value.bf16_tflops);
   rate("fp8_tflops", value.fp8_tflops);
   rate("int8_tops", value.int8_tops);
+  read_optional(j, "fp8_config", value.fp8_config);
+  read_optional(j, "int8_config", value.int8_config);
   read_optional(j, "measured_at", value.measured_at);
 }
 

@@ -15,12 +15,12 @@
 #include "core/error.hpp"
 #include "core/timestamp.hpp"
 #include "core/json.hpp"
+#include "timing/ceilings_lt.hpp"
 #include "timing/cuda_util.hpp"
 #include "timing/device_info.hpp"
 #include "timing/stats.hpp"
 
 #ifdef D2K_WITH_CUDA
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #endif
 
@@ -37,7 +37,6 @@ constexpr int kGemmSize = 8192;
 constexpr int kCopySamples = 20;
 constexpr int kGemmSamples = 10;
 constexpr int kWarmup = 3;
-constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
 
 double median(std::vector<double> samples) { return summarize(std::move(samples)).median_ms; }
@@ -112,121 +111,29 @@ std::vector<uint16_t> random_bf16(std::size_t count, uint64_t seed) {
   return values;
 }
 
-// Random one-byte values. fp8 e4m3: sign, exponent 4..7 (magnitudes 1/8 to 2), any mantissa, so never
-// NaN (0x7F, 0xFF) and never zero; int8: -64..63. Not zeros, for the reason random_bf16 gives.
-std::vector<uint8_t> random_bytes(std::size_t count, uint64_t seed, bool fp8) {
-  std::vector<uint8_t> values(count);
-  uint64_t state = seed;
-  for (auto& value : values) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const auto bits = static_cast<uint32_t>(state >> 33);
-    value = fp8 ? static_cast<uint8_t>((bits & 0x80) | ((4 + ((bits >> 3) & 3)) << 3) | (bits & 7))
-                : static_cast<uint8_t>(static_cast<int>(bits % 128) - 64);
-  }
-  return values;
-}
-
-// Owners of the cuBLASLt objects one product needs.
-struct LtProduct {
-  cublasLtHandle_t handle = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  LtProduct() = default;
-  LtProduct(const LtProduct&) = delete;
-  LtProduct& operator=(const LtProduct&) = delete;
-  ~LtProduct() {
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    if (handle) cublasLtDestroy(handle);
-  }
+// A dense one-byte rate and how cuBLASLt was asked for it.
+struct LtRate {
+  double rate = 0;
+  std::string config;
 };
 
-// The dense rate, in 1e12 per second, of an n^3 one-byte product through cuBLASLt: fp8 (e4m3 in,
-// fp32 accumulate, bf16 out, unit scales) or int8 (i8 in, i32 accumulate and out). Both in the TN
-// layout (A transposed, both operands K-major), the one layout Hopper's fp8 and int8 kernels take.
-double lt_rate(cudaStream_t stream, bool fp8) {
-  const int n = kGemmSize;
-  const std::size_t elements = std::size_t{kGemmSize} * kGemmSize;
-  const std::size_t out_bytes = elements * (fp8 ? sizeof(uint16_t) : sizeof(int32_t));
-  DeviceBuffer a(elements), b(elements), d(out_bytes), workspace(kLtWorkspaceBytes), scales(2 * sizeof(float));
-  std::vector<uint8_t> host = random_bytes(elements, 3, fp8);
-  check_cuda(cudaMemcpy(a.get(), host.data(), elements, cudaMemcpyHostToDevice), "cudaMemcpy");
-  host = random_bytes(elements, 4, fp8);
-  check_cuda(cudaMemcpy(b.get(), host.data(), elements, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const float ones[2] = {1.0f, 1.0f};
-  check_cuda(cudaMemcpy(scales.get(), ones, sizeof ones, cudaMemcpyHostToDevice), "cudaMemcpy");
-
-  const cudaDataType in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
-  const cudaDataType out_type = fp8 ? CUDA_R_16BF : CUDA_R_32I;
-  const cudaDataType scale_type = fp8 ? CUDA_R_32F : CUDA_R_32I;
-  const cublasComputeType_t compute = fp8 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32I;
-  LtProduct lt;
-  check_cublas(cublasLtCreate(&lt.handle), "cublasLtCreate");
-  check_cublas(cublasLtMatmulDescCreate(&lt.desc, compute, scale_type), "cublasLtMatmulDescCreate");
-  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
-               "cublasLtMatmulDescSetAttribute(TRANSA)");
-  check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep),
-               "cublasLtMatmulDescSetAttribute(TRANSB)");
-  if (fp8) {
-    // The per-tensor scales of A and B a real fp8 GEMM carries; ones leave the values alone. (D is
-    // bf16: a D scale applies only to an fp8 D.)
-    const auto* scale = static_cast<const float*>(scales.get());
-    const void* a_scale = scale;
-    const void* b_scale = scale + 1;
-    check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale),
-                 "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
-    check_cublas(cublasLtMatmulDescSetAttribute(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale),
-                 "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+// The dense rate, in 1e12 per second, of an n^3 one-byte product through cuBLASLt: fp8 (e4m3 in, fp32
+// accumulate) or int8 (i8 in, i32 accumulate), from the first configuration of fp8_configs() or
+// int8_configs() that cuBLASLt runs.
+LtRate lt_rate(cudaStream_t stream, bool fp8) {
+  const LtOperands operands(kGemmSize, fp8);
+  const std::vector<LtConfig> configs = fp8 ? fp8_configs() : int8_configs();
+  std::string refusals;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const LtAttempt attempt =
+        attempt_lt(configs[i], operands, stream, LtTiming::first_that_runs, kWarmup, kGemmSamples);
+    if (attempt.ran()) return {attempt.rate(), configs[i].describe()};
+    refusals += fmt::format("; [{}] {}: {}", i + 1, configs[i].describe(), attempt.summary());
+    if (!attempt.stream_error.empty()) break;
   }
-  // Column-major: A is stored K x M (transposed by the op), B K x N, C = D M x N.
-  check_cublas(cublasLtMatrixLayoutCreate(&lt.a, in_type, n, n, n), "cublasLtMatrixLayoutCreate(A)");
-  check_cublas(cublasLtMatrixLayoutCreate(&lt.b, in_type, n, n, n), "cublasLtMatrixLayoutCreate(B)");
-  check_cublas(cublasLtMatrixLayoutCreate(&lt.c, out_type, n, n, n), "cublasLtMatrixLayoutCreate(C)");
-  check_cublas(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate");
-  const std::size_t workspace_bytes = kLtWorkspaceBytes;
-  check_cublas(cublasLtMatmulPreferenceSetAttribute(lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &workspace_bytes, sizeof workspace_bytes),
-               "cublasLtMatmulPreferenceSetAttribute");
-  // The heuristic's first choice may still be refused at run time (CUBLAS_STATUS_NOT_SUPPORTED was seen
-  // on the H200 for fp8): take the first of its candidates that runs.
-  constexpr int kCandidates = 16;
-  cublasLtMatmulHeuristicResult_t candidates[kCandidates] = {};
-  int found = 0;
-  check_cublas(cublasLtMatmulAlgoGetHeuristic(lt.handle, lt.desc, lt.a, lt.b, lt.c, lt.c, lt.preference, kCandidates,
-                                              candidates, &found),
-               "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) fail("cuBLASLt has no {} algorithm for an {}^3 product", fp8 ? "fp8 (e4m3)" : "int8", n);
-
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const int32_t alpha_i = 1, beta_i = 0;
-  const void* alpha = fp8 ? static_cast<const void*>(&alpha_f) : static_cast<const void*>(&alpha_i);
-  const void* beta = fp8 ? static_cast<const void*>(&beta_f) : static_cast<const void*>(&beta_i);
-  const auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(lt.handle, lt.desc, alpha, a.get(), lt.a, b.get(), lt.b, beta, d.get(), lt.c, d.get(), lt.c,
-                          &algo, workspace.get(), kLtWorkspaceBytes, stream);
-  };
-  const cublasLtMatmulAlgo_t* chosen = nullptr;
-  std::string refused;
-  for (int i = 0; i < found && chosen == nullptr; ++i) {
-    const cublasStatus_t status = matmul(candidates[i].algo);
-    if (status == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(stream) == cudaSuccess) {
-      chosen = &candidates[i].algo;
-    } else {
-      refused = cublasGetStatusName(status);
-    }
-  }
-  if (chosen == nullptr)
-    fail("cuBLASLt refused all {} {} algorithms its heuristic offered (last: {})", found,
-         fp8 ? "fp8 (e4m3)" : "int8", refused);
-  double ms = median_ms(stream, kGemmSamples, [&] {
-    check_cublas(matmul(*chosen), fp8 ? "cublasLtMatmul (fp8)" : "cublasLtMatmul (int8)");
-  });
-  return 2.0 * n * double(n) * n / (ms * 1e-3) / 1e12;
+  fail("{} ran no {} product of size {} in any of the {} configurations tried{} (build/tools/d2k-lt-probe "
+       "prints cuBLASLt's own reasons)",
+       lt_version(), fp8 ? "fp8 (e4m3)" : "int8", kGemmSize, configs.size(), refusals);
 }
 
 Ceilings measure_cuda() {
@@ -267,7 +174,9 @@ Ceilings measure_cuda() {
   // light and no floor from it) rather than stopping every evaluation on the device.
   for (const bool fp8 : {true, false}) {
     try {
-      (fp8 ? ceilings.fp8_tflops : ceilings.int8_tops) = lt_rate(stream.get(), fp8);
+      const LtRate measured = lt_rate(stream.get(), fp8);
+      (fp8 ? ceilings.fp8_tflops : ceilings.int8_tops) = measured.rate;
+      (fp8 ? ceilings.fp8_config : ceilings.int8_config) = measured.config;
     } catch (const Error& error) {
       std::cerr << fmt::format("d2k: warning: the {} matrix rate was not measured: {}\n", fp8 ? "fp8" : "int8",
                                error.what());
@@ -291,7 +200,13 @@ std::optional<Ceilings> read_cache(const fs::path& file) {
   std::ifstream in(file);
   if (!in) return std::nullopt;
   try {
-    return nlohmann::json::parse(in).get<Ceilings>();
+    const nlohmann::json cached = nlohmann::json::parse(in);
+    // A d2k from before the configurations were recorded could not measure fp8 on Hopper (an
+    // H200 refused every algorithm of its one configuration) and cached the rate as unknown: measure
+    // such a cache again instead of keeping the gap for good.
+    const bool fp8_missing = !cached.contains("fp8_tflops") || cached.at("fp8_tflops").is_null();
+    if (!cached.contains("fp8_config") && fp8_missing) return std::nullopt;
+    return cached.get<Ceilings>();
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is measured again, not trusted
   }
@@ -334,6 +249,8 @@ Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh,
     if (ceilings.fp8_tflops) *progress << fmt::format(", fp8 {:.0f} TFLOP/s", *ceilings.fp8_tflops);
     if (ceilings.int8_tops) *progress << fmt::format(", int8 {:.0f} TOPS", *ceilings.int8_tops);
     *progress << fmt::format("; cached in {}\n", file.string());
+    if (!ceilings.fp8_config.empty()) *progress << fmt::format("  fp8 as {}\n", ceilings.fp8_config);
+    if (!ceilings.int8_config.empty()) *progress << fmt::format("  int8 as {}\n", ceilings.int8_config);
   }
   std::error_code error;
   fs::create_directories(cache_dir, error);

@@ -19,12 +19,17 @@ struct Ceilings {
   std::optional<double> bf16_tflops;  // dense bf16 in, fp32 accumulate; none on the cpu device
   std::optional<double> fp8_tflops;   // dense f8e4m3 in, fp32 accumulate (cuBLASLt); none on the cpu device
   std::optional<double> int8_tops;    // dense i8 in, i32 accumulate (cuBLASLt); none on the cpu device
+  // How cuBLASLt was asked for the fp8 and int8 rates (LtConfig::describe() of timing/ceilings_lt.hpp):
+  // empty where the rate is unknown.
+  std::string fp8_config;
+  std::string int8_config;
   std::string measured_at;            // ISO 8601, UTC
 };
 
 // cuda: the median of device-to-device copies of 1 GiB, of cuBLAS 8192^3 bf16 products and of
-// cuBLASLt 8192^3 fp8 (e4m3) and int8 products, all on random data. cpu: the median of memcpy of
-// 256 MiB; no matrix rate. Takes seconds.
+// cuBLASLt 8192^3 fp8 (e4m3) and int8 products, all on random data; a one-byte rate comes from the
+// first configuration cuBLASLt runs, and one that no configuration gives stays unknown with a warning.
+// cpu: the median of memcpy of 256 MiB; no matrix rate. Takes seconds.
 Ceilings measure_ceilings(Device device);
 
 // Where the ceilings of this machine's device are cached:
@@ -32,7 +37,9 @@ Ceilings measure_ceilings(Device device);
 std::filesystem::path ceilings_file(Device device, const std::filesystem::path& cache_dir);
 
 // The cached ceilings for this machine's device, measured (and cached) when there are none, when
-// the cache cannot be read, or when `refresh` is set. Says what it measures on `progress`, if given.
+// the cache cannot be read, when it was written before the one-byte rates recorded their
+// configuration and lacks the fp8 rate (the fp8 measurement of that d2k failed on Hopper), or when
+// `refresh` is set. Says what it measures on `progress`, if given.
 Ceilings cached_ceilings(Device device, const std::filesystem::path& cache_dir, bool refresh,
                          std::ostream* progress);
 

@@ -4,10 +4,14 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/json.hpp"
 #include "timing/ceilings.hpp"
+#include "timing/ceilings_lt.hpp"
 #include "timing/device_info.hpp"
 
 namespace fs = std::filesystem;
@@ -67,3 +71,74 @@ TEST(Ceilings, ACacheWithoutTheNewerRatesReadsAsUnknownRates) {
   EXPECT_FALSE(read.fp8_tflops.has_value());
   EXPECT_FALSE(read.int8_tops.has_value());
 }
+
+// A d2k before the one-byte rates recorded their configuration failed at fp8 on the H200 and cached
+// the rate as unknown: such a cache is measured again; one written since is kept even without an fp8
+// rate (a GPU without fp8 would otherwise be measured on every start).
+TEST(Ceilings, AnOldCacheWithoutTheFp8RateIsMeasuredAgain) {
+  fs::path dir = fs::path(testing::TempDir()) / ("d2k-ceilings-old-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = ceilings_file(Device::cpu, dir);
+  nlohmann::json old = {{"device_name", "cpu"},     {"device_id", device_id(Device::cpu)},
+                        {"copy_gbps", 12345.5},     {"bf16_tflops", nullptr},
+                        {"fp8_tflops", nullptr},    {"int8_tops", nullptr},
+                        {"measured_at", "2026-11-30T03:00:00Z"}};
+  std::ofstream(file) << old.dump();
+  const Ceilings measured = cached_ceilings(Device::cpu, dir, false, nullptr);
+  EXPECT_LT(measured.copy_gbps, 2000.0);
+  EXPECT_NE(measured.measured_at, "2026-11-30T03:00:00Z");
+
+  old["fp8_config"] = "";
+  old["int8_config"] = "";
+  std::ofstream(file) << old.dump();
+  const Ceilings kept = cached_ceilings(Device::cpu, dir, false, nullptr);
+  EXPECT_DOUBLE_EQ(kept.copy_gbps, 12345.5);
+  EXPECT_FALSE(kept.fp8_tflops.has_value());
+  fs::remove_all(dir);
+}
+
+TEST(Ceilings, TheConfigurationsOfTheRatesAreCached) {
+  Ceilings ceilings;
+  ceilings.device_name = "NVIDIA H200";
+  ceilings.device_id = "GPU-1234";
+  ceilings.fp8_tflops = 1500.0;
+  ceilings.fp8_config = "e4m3 TN -> bf16 (C bf16, in place), A/B scales, compute 32F";
+  ceilings.int8_tops = 1480.0;
+  ceilings.int8_config = "i8 TN -> i32 (C i32, in place), compute 32I";
+  const Ceilings read = nlohmann::json::parse(nlohmann::json(ceilings).dump()).get<Ceilings>();
+  EXPECT_EQ(read.fp8_config, ceilings.fp8_config);
+  EXPECT_EQ(read.int8_config, ceilings.int8_config);
+}
+
+#ifdef D2K_WITH_CUDA
+// Hopper's fp8 and int8 kernels take only TN (both operands K-major); every configuration the ceilings
+// try keeps to it, the first is the one docs/metrics.md describes, and no two read the same.
+TEST(CeilingsLt, ConfigurationsAreTnAndTheFirstIsTheDocumentedOne) {
+  const std::vector<LtConfig> fp8 = fp8_configs();
+  ASSERT_GE(fp8.size(), 3u);
+  EXPECT_EQ(fp8.front().describe(), "e4m3 TN -> bf16 (C bf16, in place), A/B scales, compute 32F");
+  const std::vector<LtConfig> int8 = int8_configs();
+  ASSERT_GE(int8.size(), 1u);
+  EXPECT_EQ(int8.front().describe(), "i8 TN -> i32 (C i32, in place), compute 32I");
+  std::set<std::string> seen;
+  for (const auto& [configs, operand] : {std::pair{&fp8, CUDA_R_8F_E4M3}, std::pair{&int8, CUDA_R_8I}}) {
+    for (const LtConfig& config : *configs) {
+      EXPECT_TRUE(seen.insert(config.describe()).second) << config.describe();
+      EXPECT_EQ(config.ab_type, operand) << config.describe();
+      EXPECT_TRUE(config.a_transposed && !config.b_transposed) << config.describe();
+      EXPECT_TRUE(!config.in_place || config.c_type == config.d_type) << config.describe();
+      // A D scale and amax exist only for an fp8 D.
+      EXPECT_EQ(config.d_scale, config.d_type == CUDA_R_8F_E4M3) << config.describe();
+    }
+  }
+  bool fp8_out = false, fast_accum = false;
+  for (const LtConfig& config : fp8) {
+    EXPECT_EQ(config.compute, CUBLAS_COMPUTE_32F) << config.describe();
+    fp8_out = fp8_out || config.d_type == CUDA_R_8F_E4M3;
+    fast_accum = fast_accum || config.fast_accum == int8_t{1};
+  }
+  EXPECT_TRUE(fp8_out);
+  EXPECT_TRUE(fast_accum);
+}
+#endif

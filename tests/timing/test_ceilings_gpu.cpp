@@ -23,7 +23,8 @@ TEST(CeilingsGpu, CopyAndMatrixRatesArePlausible) {
   Ceilings ceilings = measure_ceilings(Device::cuda);
   std::cout << ceilings.device_name << " (" << ceilings.device_id << "): copy " << ceilings.copy_gbps
             << " GB/s, bf16 " << ceilings.bf16_tflops.value_or(0) << " TFLOP/s, fp8 "
-            << ceilings.fp8_tflops.value_or(0) << " TFLOP/s, int8 " << ceilings.int8_tops.value_or(0) << " TOPS\n";
+            << ceilings.fp8_tflops.value_or(0) << " TFLOP/s, int8 " << ceilings.int8_tops.value_or(0) << " TOPS\n"
+            << "fp8 as " << ceilings.fp8_config << "; int8 as " << ceilings.int8_config << "\n";
   EXPECT_GT(ceilings.copy_gbps, 1000.0);
   EXPECT_LT(ceilings.copy_gbps, 10000.0);
   ASSERT_TRUE(ceilings.bf16_tflops.has_value());
@@ -31,6 +32,8 @@ TEST(CeilingsGpu, CopyAndMatrixRatesArePlausible) {
   EXPECT_LT(*ceilings.bf16_tflops, 2000.0);
   ASSERT_TRUE(ceilings.fp8_tflops.has_value());
   ASSERT_TRUE(ceilings.int8_tops.has_value());
+  EXPECT_FALSE(ceilings.fp8_config.empty());
+  EXPECT_FALSE(ceilings.int8_config.empty());
   if (ceilings.device_name.find("H200") != std::string::npos || ceilings.device_name.find("H100") != std::string::npos) {
     EXPECT_GE(*ceilings.bf16_tflops, 600.0);
     EXPECT_LE(*ceilings.bf16_tflops, 1000.0);
