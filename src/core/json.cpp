@@ -182,7 +182,8 @@ void to_json(json& j, const WorkerResult& value) {
            {"rotation_bytes", value.rotation_bytes},
            {"timed_check", value.timed_check},
            {"clocks", value.clocks ? json(*value.clocks) : json(nullptr)},
-           {"phases", value.phases}};
+           {"phases", value.phases},
+           {"token", value.token}};
 }
 void from_json(const json& j, WorkerResult& value) {
   expect_object(j, "result");
@@ -202,6 +203,7 @@ void from_json(const json& j, WorkerResult& value) {
     value.clocks = clocks;
   }
   read_optional(j, "phases", value.phases);
+  read_optional(j, "token", value.token);
 }
 
 // Ceilings ---------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // What the orchestrator and a worker process say to each other. The orchestrator writes a
 // WorkerRequest as request.json into a fresh directory, with one raw file per input; it starts
-// `d2k-worker <dir>/request.json`; the worker writes one raw file per output and a WorkerResult as
-// result.json. Reference outputs are never in that directory, so they never reach the worker.
+// `d2k-worker <dir>/request.json`, a fresh token on its stdin; the worker writes one raw file per output
+// and a WorkerResult as result.json, the token in it. Reference outputs are never in that directory, so
+// they never reach the worker.
 #pragma once
 
 #include <cstdint>
@@ -94,7 +95,7 @@ struct WorkerResult {
   // a call reported or caused an error; rejected: it was caught doing what it must not (threads left
   // running after a call); the phase says where.
   std::string status = "ok";
-  std::string phase;    // load | workspace | prepare | second_draw | repeat | run | timing
+  std::string phase;    // load | workspace | prepare | second_draw | repeat | run | timing | release
   std::string message;
   std::vector<GuardViolation> guard_violations;
   std::vector<double> samples_ms;  // one per timed call
@@ -104,6 +105,10 @@ struct WorkerResult {
   TimedCallCheck timed_check;
   std::optional<GpuClocks> clocks; // cuda only
   std::vector<Phase> phases;       // the worker's own steps, in order
+  // The orchestrator's secret for this evaluation, handed to the worker on its stdin (never in a file,
+  // argument or variable the solution can read) and read before the solution loads: a result.json
+  // without it was written by someone else than the worker.
+  std::string token;
 };
 
 }  // namespace d2k

@@ -133,6 +133,21 @@ std::optional<std::string> timed_call_problem(const WorkerResult& result) {
   return std::nullopt;
 }
 
+// The worker's token for one evaluation (worker_protocol.hpp: WorkerResult::token): 128 random bits.
+std::string fresh_token() {
+  std::random_device random;
+  std::string token;
+  for (int i = 0; i < 4; ++i) token += fmt::format("{:08x}", random());
+  return token;
+}
+
+// Only the worker was handed the token, on its stdin: a result.json without it, or one that is not
+// even JSON (the worker's is always whole), was written by the solution.
+bool written_by_worker(const nlohmann::json& result, const std::string& token) {
+  if (!result.is_object() || !result.contains("token") || !result.at("token").is_string()) return false;
+  return result.at("token").get_ref<const std::string&>() == token;
+}
+
 WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::string& file) {
   const auto geometry = geometry_of(spec, workload);
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
@@ -265,6 +280,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
   spec.cwd = dir.path();
   spec.timeout_seconds = options_.worker_timeout_seconds;
+  const std::string token = fresh_token();
+  spec.stdin_data = token + "\n";
   if (options_.sandbox)
     spec.sandbox = worker_sandbox(*options_.sandbox, options_.worker, build.library, dir.path(),
                                   options_.device == Device::cuda, options_.worker_timeout_seconds);
@@ -277,7 +294,14 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const bool have_result = std::filesystem::exists(result_file);
   if (have_result) {
     std::ifstream in(result_file);
-    result = nlohmann::json::parse(in).get<WorkerResult>();
+    const auto parsed = nlohmann::json::parse(in, nullptr, false);
+    if (!written_by_worker(parsed, token)) {
+      trace.status = Status::rejected;
+      trace.message = "result.json was not written by the worker (its token is missing or wrong): the solution "
+                      "tampered with the harness's result";
+      return trace;
+    }
+    result = parsed.get<WorkerResult>();
     if (!result.device_name.empty()) trace.device_name = result.device_name;
     trace.clocks = result.clocks;
     phases_.split(worker_phases(result), "worker_start");

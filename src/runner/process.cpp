@@ -126,6 +126,41 @@ ProcessResult failed_to_start(const ProcessSpec& spec, std::string why, Clock::t
   return result;
 }
 
+// The read end of a pipe that already holds `data`, its write end closed: the child reads the bytes,
+// then end of file. Filled before the child starts, so the orchestrator neither blocks on a child that
+// does not read nor takes a SIGPIPE from one that ends first. -1 and `why` when it cannot be made.
+int stdin_pipe(const std::string& data, std::string& why) {
+  constexpr std::size_t kMaxBytes = 1 << 20;  // the default /proc/sys/fs/pipe-max-size
+  if (data.size() > kMaxBytes) {
+    why = fmt::format("stdin of {} bytes: more than the {} bytes a pipe holds", data.size(), kMaxBytes);
+    return -1;
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    why = fmt::format("stdin pipe: {}", std::strerror(errno));
+    return -1;
+  }
+  // A write that would block is an error, never a hang; the read end, the child's, blocks as usual.
+  ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  if (data.size() > 65536 && ::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(data.size())) < 0)
+    why = fmt::format("stdin pipe of {} bytes: {}", data.size(), std::strerror(errno));
+  std::size_t written = 0;
+  while (why.empty() && written < data.size()) {
+    ssize_t n = ::write(fds[1], data.data() + written, data.size() - written);
+    if (n > 0) {
+      written += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      why = fmt::format("stdin of {} bytes: {} after {} bytes", data.size(), std::strerror(errno), written);
+    }
+  }
+  ::close(fds[1]);
+  if (!why.empty()) {
+    ::close(fds[0]);
+    return -1;
+  }
+  return fds[0];
+}
+
 // Owns the spawn attributes so that every exit path destroys them.
 struct SpawnSetup {
   posix_spawn_file_actions_t actions;
@@ -221,8 +256,15 @@ ProcessResult run_process(const ProcessSpec& spec) {
   for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
   envp.push_back(nullptr);
 
+  int stdin_fd = -1;
+  if (!spec.stdin_data.empty()) {
+    std::string why;
+    stdin_fd = stdin_pipe(spec.stdin_data, why);
+    if (stdin_fd < 0) return failed_to_start(spec, why, start);
+  }
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    if (stdin_fd >= 0) ::close(stdin_fd);
     return failed_to_start(spec, fmt::format("pipe: {}", std::strerror(errno)), start);
   }
 
@@ -230,7 +272,11 @@ ProcessResult run_process(const ProcessSpec& spec) {
   int spawn_error = 0;
   {
     SpawnSetup setup;
-    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+    if (stdin_fd >= 0) {
+      posix_spawn_file_actions_adddup2(&setup.actions, stdin_fd, 0);
+    } else {
+      posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+    }
     posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 1);
     posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 2);
     // Descriptors the orchestrator holds (other workers' pipes, the database) must not leak into
@@ -254,6 +300,7 @@ ProcessResult run_process(const ProcessSpec& spec) {
         ::posix_spawn(&pid, program->c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
   }
   ::close(pipe_fds[1]);
+  if (stdin_fd >= 0) ::close(stdin_fd);
   if (spawn_error != 0) {
     ::close(pipe_fds[0]);
     std::string where = spec.cwd.empty() ? "" : fmt::format(" (in {})", spec.cwd.string());

@@ -21,6 +21,10 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;
   double timeout_seconds = 60;
   std::size_t output_cap = 1 << 20;  // bytes of merged stdout+stderr kept: half head, half tail
+  // The child's stdin: these bytes, then end of file (empty: /dev/null). They go into the pipe before
+  // the child starts, so they must fit its buffer (1 MiB at most); a secret handed this way is in no
+  // file, argument or environment variable of the child's.
+  std::string stdin_data;
   // Set: the child runs under d2k-sandbox (unless its mode is off) with a scrubbed environment;
   // `env` still adds to it.
   std::optional<Sandbox> sandbox;

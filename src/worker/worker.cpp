@@ -1,11 +1,16 @@
 #include "worker/worker.hpp"
 
+#include <fcntl.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -49,9 +54,11 @@ struct SolutionRejected {
 struct TimedCallFailed {};
 
 void write_text(const fs::path& file, const std::string& text) {
-  // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one.
+  // Beside and renamed: whoever reads it after a crash sees a whole file or the previous one. A temp
+  // file the solution made first (a link elsewhere, a file it holds open) goes first: ours is new.
   fs::path temp = file;
   temp += ".tmp";
+  fs::remove(temp);
   {
     std::ofstream out(temp, std::ios::binary);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -108,13 +115,53 @@ int thread_count() {
   return count;
 }
 
+// The orchestrator's token (worker_protocol.hpp: WorkerResult::token): stdin up to end of file, read
+// before the solution is loaded. Stdin is then /dev/null, so that the solution finds neither the token
+// nor the pipe it came through. Empty when stdin is a terminal: a person running the worker by hand.
+std::string read_token() {
+  constexpr std::size_t kMaxBytes = 256;
+  std::string token;
+  if (::isatty(STDIN_FILENO) == 0) {
+    char buffer[kMaxBytes + 1];
+    while (token.size() <= kMaxBytes) {
+      const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+      if (n > 0) {
+        token.append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+  }
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0 || ::dup2(null, STDIN_FILENO) < 0) fail("cannot put /dev/null on stdin: {}", std::strerror(errno));
+  ::close(null);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.size() > kMaxBytes) fail("the token on stdin is longer than {} bytes", kMaxBytes);
+  return token;
+}
+
+// How the worker ends once the solution is loaded: no atexit handler or static destructor of the
+// solution's runs after result.json is written, and no stdio buffer it left unflushed is written out
+// (one could hold a file it opened under result.json's name); only the worker's own streams are.
+[[noreturn]] void end_worker(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
 class Evaluation {
  public:
-  Evaluation(WorkerRequest request, fs::path dir) : request_(std::move(request)), dir_(std::move(dir)), sent_(dir_) {}
+  Evaluation(WorkerRequest request, fs::path dir, std::string token)
+      : request_(std::move(request)), dir_(std::move(dir)), sent_(dir_) {
+    result_.token = std::move(token);
+  }
 
   // The worker's own preparation: device, stream, buffers. A failure here is not the solution's.
   void setup();
-  // Runs the solution's phases and writes result.json; throws only for the worker's own failures.
+  // Runs the solution's phases, releases what it prepared and writes result.json last; throws only for
+  // the worker's own failures.
   void run();
 
  private:
@@ -408,9 +455,22 @@ void Evaluation::timing() {
   end_phase("finish");
 }
 
+// Before the last write of result.json: after it, none of the solution's code runs (end_worker).
 void Evaluation::release() {
   if (!prepared_ok_ || library_.release == nullptr) return;
-  library_.release(prepared_);
+  std::string failure;
+  try {
+    library_.release(prepared_);
+  } catch (const std::exception& error) {
+    failure = fmt::format("d2k_release threw an exception: {}", error.what());
+  } catch (...) {
+    failure = "d2k_release threw an exception that is not a std::exception";
+  }
+  if (!failure.empty() && result_.status == "ok") {
+    result_.status = "runtime_error";
+    result_.phase = "release";
+    result_.message = failure;
+  }
 }
 
 template <typename Call>
@@ -561,6 +621,13 @@ void Evaluation::write_result() { write_text(dir_ / "result.json", nlohmann::jso
 }  // namespace
 
 int run_worker(const fs::path& request_file) {
+  std::string token;
+  try {
+    token = read_token();
+  } catch (const std::exception& error) {
+    std::cerr << "d2k-worker: bad token: " << error.what() << "\n";
+    return 2;
+  }
   // A result left from an earlier run must not pass for this one's.
   std::error_code ignored;
   fs::remove(request_file.parent_path() / "result.json", ignored);
@@ -571,7 +638,7 @@ int run_worker(const fs::path& request_file) {
     std::cerr << "d2k-worker: bad request: " << error.what() << "\n";
     return 2;
   }
-  Evaluation evaluation(std::move(request), request_file.parent_path());
+  Evaluation evaluation(std::move(request), request_file.parent_path(), std::move(token));
   try {
     evaluation.setup();
   } catch (const std::exception& error) {
@@ -582,9 +649,9 @@ int run_worker(const fs::path& request_file) {
     evaluation.run();
   } catch (const std::exception& error) {
     std::cerr << "d2k-worker: " << error.what() << "\n";
-    return 3;
+    end_worker(3);
   }
-  return 0;
+  end_worker(0);
 }
 
 int worker_main(int argc, char** argv) {

@@ -10,11 +10,13 @@ namespace d2k {
 // With timing and no in-place outputs, the output files written last are those of the last timed call
 // (the outputs are poisoned before the timed calls), so that what is checked was also timed.
 // result.json says, in the end: status "ok" and phase "done", or status "runtime_error" and the phase
-// that failed (load | workspace | prepare | run | timing). Before timing, once the outputs are written,
-// it says status "ok" and phase "timing": what a crash or a hang while timing leaves behind.
-// Exit codes: 0 when result.json was written (whatever the solution did); 2 for a bad command line or
-// request; 3 when the worker itself could not set up (memory, device). A crash of the solution ends
-// the process by its signal.
+// that failed (load | workspace | prepare | run | timing | release). Before timing, once the outputs
+// are written, it says status "ok" and phase "timing": what a crash or a hang while timing leaves behind.
+// Every result.json carries the token read from stdin before the solution is loaded (WorkerResult::token).
+// Exit codes: 0 when result.json was written (whatever the solution did); 2 for a bad command line,
+// request or token; 3 when the worker itself could not set up (memory, device). A crash of the solution
+// ends the process by its signal. Once the solution is loaded it does not return: it ends the process
+// with _exit right after the last write of result.json, so that no code of the solution's runs later.
 int run_worker(const std::filesystem::path& request_file);
 int worker_main(int argc, char** argv);
 

@@ -1,9 +1,10 @@
-// Threats 6 and 13, tampering with the harness in its own process: on a timed call it writes the
-// worker's result.json itself, with a near-zero time and the outputs of the checked call already
-// on disk, then ends the process before the worker can write the real one.
-// Caught by the speed-of-light floor: the forged time is below what the memory bandwidth allows:
-// rejected, "below the speed-of-light floor". (A forged time above the floor is not caught: the
-// timer shares the solution's process; docs/integrity.md says what would close it.)
+// Threat 6, tampering with the harness from inside its process: on the first timed call it writes
+// the worker's result.json itself, the outputs of the checked calls already on disk, with a plausible
+// time (0.9 x what its own checked calls took, so above the speed-of-light floor: the floor alone
+// would let it pass), then ends the process before the worker can write the real one.
+// Caught by the token: the orchestrator hands the worker a fresh secret on its stdin, read and closed
+// before the solution loads, and rejects a result.json without it: rejected, "result.json was not
+// written by the worker".
 // ---- an honest quant/fp8_group_quant (any strides; the cheat is below it) ----
 #include <cmath>
 #include <cstdint>
@@ -75,20 +76,28 @@ static void quantize(const d2k_call* call) {
 }
 // ---- end of the honest part ----
 
-#include <cstdio>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 extern "C" int d2k_run(const d2k_call* call) {
   // The second draw, its repeat and the first draw are checked; the calls after them are timed.
   static int calls = 0;
+  static double real_ms = 1e9;
   if (++calls <= 3) {
+    const auto start = std::chrono::steady_clock::now();
     quantize(call);
+    real_ms = std::min(real_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     return 0;
   }
+  const double forged = 0.9 * real_ms;
   if (std::FILE* out = std::fopen("result.json", "w")) {
-    std::fputs("{\"status\": \"ok\", \"phase\": \"done\", \"message\": \"\", \"guard_violations\": [], "
-               "\"samples_ms\": [1e-06, 1e-06, 1e-06, 1e-06, 1e-06], \"device_name\": \"forged\"}\n",
-               out);
+    std::fprintf(out,
+                 "{\"status\": \"ok\", \"phase\": \"done\", \"message\": \"\", \"guard_violations\": [], "
+                 "\"samples_ms\": [%.9g, %.9g, %.9g, %.9g, %.9g], \"rotation_sets\": 1}\n",
+                 forged, forged, forged, forged, forged);
     std::fclose(out);
   }
   _exit(0);

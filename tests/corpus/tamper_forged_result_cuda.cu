@@ -1,7 +1,8 @@
-// Threats 6 and 13 on the GPU: forges the worker's result.json with a near-zero time on the first
-// timed call and ends the process (see tamper_forged_result.cpp).
-// Caught by the speed-of-light floor computed from the H200's measured ceilings: rejected,
-// "below the speed-of-light floor", with the numbers.
+// Threat 6 on the GPU: forges the worker's result.json on the first timed call, with 0.9 x the time
+// its own checked calls took (launch and synchronization included, so above the speed-of-light
+// floor), and ends the process (see tamper_forged_result.cpp).
+// Caught by the token the worker alone was handed: rejected, "result.json was not written by the
+// worker".
 // ---- an honest quant/fp8_group_quant kernel (any strides; the cheat is below it) ----
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -53,19 +54,28 @@ static void quantize(const d2k_call* call, cudaStream_t stream) {
 }
 // ---- end of the honest part ----
 
-#include <cstdio>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 extern "C" int d2k_run(const d2k_call* call) {
   static int calls = 0;
+  static double real_ms = 1e9;
   if (++calls <= 3) {
+    const auto start = std::chrono::steady_clock::now();
     quantize(call, static_cast<cudaStream_t>(call->stream));
+    cudaStreamSynchronize(static_cast<cudaStream_t>(call->stream));
+    real_ms = std::min(real_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     return 0;
   }
+  const double forged = 0.9 * real_ms;
   if (std::FILE* out = std::fopen("result.json", "w")) {
-    std::fputs("{\"status\": \"ok\", \"phase\": \"done\", \"message\": \"\", \"guard_violations\": [], "
-               "\"samples_ms\": [1e-06, 1e-06, 1e-06, 1e-06, 1e-06], \"device_name\": \"forged\"}\n",
-               out);
+    std::fprintf(out,
+                 "{\"status\": \"ok\", \"phase\": \"done\", \"message\": \"\", \"guard_violations\": [], "
+                 "\"samples_ms\": [%.9g, %.9g, %.9g, %.9g, %.9g], \"rotation_sets\": 1}\n",
+                 forged, forged, forged, forged, forged);
     std::fclose(out);
   }
   _exit(0);

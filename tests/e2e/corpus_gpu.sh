@@ -22,7 +22,7 @@ caught "$corpus/stale_device_memory_cuda.cu" $big incorrect_numerics "element"
 caught "$corpus/cache_by_pointer_cuda.cu" $big rejected "outputs follow the addresses"
 caught "$corpus/thread_outlives_call_cuda.cu" $big rejected "left 1 thread(s) running after d2k_run returned"
 caught "$corpus/library_cublas_cuda.cu" $big runtime_error "undefined symbol"
-caught "$corpus/tamper_forged_result_cuda.cu" $big rejected "below the speed-of-light floor"
+caught "$corpus/tamper_forged_result_cuda.cu" $big rejected "result.json was not written by the worker"
 
 # Work hidden on another stream passes, but is charged: its median is not below the same kernel's
 # median on the call's stream (a 20% allowance for noise).
@@ -33,6 +33,20 @@ hidden=$(median_of "$WORK/timer_other_stream_cuda.json" $big)
 python3 -c "import sys; h, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if c >= 0.8 * h else 1)" "$honest" "$hidden" \
   || { echo "FAIL: work on another stream timed at $hidden ms against $honest ms on the call's stream" >&2; exit 1; }
 echo "ok: work on another stream is charged: $hidden ms (same kernel on the call's stream: $honest ms)"
+
+# A time below the floor (no forged time reaches it: the token stops those first): ceilings that claim a
+# copy bandwidth a million times lower than measured put the honest kernel's real time below its floor.
+slow="$WORK/slow-cache"
+mkdir -p "$slow"
+python3 - "$WORK/cache" "$slow" <<'PY'
+import glob, json, os, sys
+[measured] = glob.glob(os.path.join(sys.argv[1], "ceilings-cuda-*.json"))
+ceilings = json.load(open(measured))
+ceilings["copy_gbps"] /= 1e6
+json.dump(ceilings, open(os.path.join(sys.argv[2], os.path.basename(measured)), "w"))
+PY
+cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
+D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "below the speed-of-light floor"
 
 # The expert passes (no false alarm from the thread count, the second draw, the repeat or the floor)
 # on every workload, hidden ones included.

@@ -127,3 +127,49 @@ TEST(Process, AMissingProgramFailsToStart) {
   spec.argv = {"/nonexistent/d2k-program"};
   EXPECT_EQ(run_process(spec).end, ProcessResult::End::failed_to_start);
 }
+
+// stdin_data reaches the child whole, then end of file; without it stdin is /dev/null, at once at its end.
+TEST(Process, FeedsStdinThenEndOfFile) {
+  ProcessSpec spec;
+  spec.argv = {"sh", "-c", "cat; echo end"};
+  spec.stdin_data = "a secret\nof two lines\n";
+  ProcessResult result = run_process(spec);
+  ASSERT_TRUE(result.ok()) << result.describe();
+  EXPECT_EQ(result.output, "a secret\nof two lines\nend\n");
+
+  spec.stdin_data.clear();
+  result = run_process(spec);
+  EXPECT_EQ(result.output, "end\n");
+
+  // More than a pipe's default 64 KiB, so that the pipe is grown to hold it.
+  std::mt19937 random(7);
+  std::string big;
+  for (int i = 0; i < 300000; ++i) big.push_back(static_cast<char>('a' + random() % 26));
+  spec.argv = {"wc", "-c"};
+  spec.stdin_data = big;
+  result = run_process(spec);
+  ASSERT_TRUE(result.ok()) << result.describe() << "\n" << result.output;
+  EXPECT_EQ(result.output, "300000\n");
+}
+
+// The bytes are in the pipe before the child starts: a child that never reads them neither hangs the
+// caller nor kills it with SIGPIPE, and one that closes its stdin sees nothing more of them.
+TEST(Process, StdinTheChildDoesNotReadCostsNothing) {
+  ProcessSpec spec;
+  spec.argv = {"sh", "-c", "exec 0<&-; echo closed"};
+  spec.stdin_data = "unread";
+  spec.timeout_seconds = 10;
+  ProcessResult result = run_process(spec);
+  ASSERT_TRUE(result.ok()) << result.describe();
+  EXPECT_EQ(result.output, "closed\n");
+  EXPECT_LT(result.seconds, 5.0);
+}
+
+TEST(Process, StdinLargerThanAPipeHoldsFailsToStart) {
+  ProcessSpec spec;
+  spec.argv = {"cat"};
+  spec.stdin_data = std::string((1 << 20) + 1, 'x');
+  ProcessResult result = run_process(spec);
+  EXPECT_EQ(result.end, ProcessResult::End::failed_to_start);
+  EXPECT_NE(result.output.find("stdin of 1048577 bytes"), std::string::npos) << result.output;
+}

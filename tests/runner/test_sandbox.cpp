@@ -179,6 +179,44 @@ TEST_P(SandboxTest, SecretsInTheEnvironmentDoNotReachTheChild) {
   ::unsetenv("D2K_TEST_API_KEY");
 }
 
+// The launcher passes its stdin on to the command: how the worker gets its token (evaluator.cpp).
+TEST_P(SandboxTest, StdinReachesTheCommand) {
+  const auto token = random_token();
+  ProcessSpec spec;
+  spec.argv = {"sh", "-c", "read -r line; echo \"got $line\""};
+  spec.cwd = workspace_;
+  spec.stdin_data = token + "\n";
+  spec.sandbox = sandbox();
+  auto result = run_process(spec);
+  ASSERT_TRUE(result.ok()) << result.describe() << "\n" << result.output;
+  EXPECT_NE(result.output.find("got " + token), std::string::npos) << result.output;
+}
+
+// What the command leaves behind cannot write into the workspace once the command has ended (a
+// worker's result.json, rewritten after the worker's last word): under namespaces the launcher's init
+// (pid 1) ends with the command and the kernel kills the rest of its pid namespace; without them
+// run_process kills the process group, which seccomp keeps every process in.
+TEST_P(SandboxTest, ALeftoverProcessCannotWriteAfterTheCommandEnds) {
+  // The command waits (1 s at most) until the new session exists, so that the control is no race; the
+  // leftovers write well after that.
+  const std::string script = "setsid sh -c ': > session; sleep 1.5; echo late > late.txt' & "
+                             "(sleep 1.5; echo late > late-in-group.txt) & "
+                             "i=0; while [ ! -e session ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done; "
+                             "echo first > first.txt";
+  auto control = sh(script, std::nullopt);
+  ASSERT_TRUE(control.ok()) << control.output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ASSERT_TRUE(fs::exists(workspace_ / "late.txt")) << "control: a new session outlives the group's kill";
+  EXPECT_FALSE(fs::exists(workspace_ / "late-in-group.txt"));
+  for (const char* file : {"late.txt", "session", "first.txt"}) fs::remove(workspace_ / file);
+
+  auto result = sh(script, sandbox());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(read_text(workspace_ / "first.txt"), "first\n") << result.output;
+  EXPECT_FALSE(fs::exists(workspace_ / "late.txt")) << result.output;
+  EXPECT_FALSE(fs::exists(workspace_ / "late-in-group.txt")) << result.output;
+}
+
 TEST_P(SandboxTest, OffSaysSo) {
   auto result = sh("echo hi", sandbox(SandboxMode::off));
   EXPECT_TRUE(result.output.starts_with("d2k: sandbox off")) << result.output;

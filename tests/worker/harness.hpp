@@ -2,6 +2,7 @@
 // files, run d2k-worker through run_process as the orchestrator does, read result.json back.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +70,14 @@ std::vector<T> read_raw(const fs::path& file) {
   return values;
 }
 
+// The whole file; empty when there is none.
+inline std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 inline WireTensor tensor(std::string name, DType dtype, std::vector<int64_t> shape,
                          std::vector<int64_t> strides, std::string file) {
   WireTensor t;
@@ -82,14 +92,20 @@ inline WireTensor tensor(std::string name, DType dtype, std::vector<int64_t> sha
 struct WorkerRun {
   ProcessResult process;
   std::optional<WorkerResult> result;
+  std::string token;  // what the worker was handed on its stdin
 };
 
+// In the request's folder, a fresh token on stdin, as the orchestrator runs it (evaluator.cpp).
 inline WorkerRun run_worker(const fs::path& dir, const WorkerRequest& request, double timeout = 60) {
   std::ofstream(dir / "request.json") << nlohmann::json(request).dump(2);
   ProcessSpec spec;
   spec.argv = {D2K_WORKER_PATH, (dir / "request.json").string()};
+  spec.cwd = dir;
   spec.timeout_seconds = timeout;
   WorkerRun out;
+  std::random_device random;
+  out.token = fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
+  spec.stdin_data = out.token + "\n";
   out.process = run_process(spec);
   if (fs::exists(dir / "result.json")) {
     std::ifstream in(dir / "result.json");

@@ -59,6 +59,7 @@ TEST(ProtocolJson, ResultRoundTrips) {
   clocks.warning = "throttled";
   result.clocks = clocks;
   result.phases = {{"setup", 0.25}, {"timing", 1.5}};
+  result.token = "0123456789abcdef0123456789abcdef";
   json j = result;
   WorkerResult back = j.get<WorkerResult>();
   EXPECT_EQ(json(back), j);
@@ -68,6 +69,7 @@ TEST(ProtocolJson, ResultRoundTrips) {
   ASSERT_TRUE(back.clocks);
   EXPECT_EQ(back.clocks->after.throttle_reasons, 0x4u);
   EXPECT_EQ(back.phases[1].name, "timing");
+  EXPECT_EQ(back.token, "0123456789abcdef0123456789abcdef");
 
   // A result without the newer fields (an older worker) still reads, with their defaults.
   j.erase("clocks");

@@ -181,6 +181,7 @@ TEST_F(Worker, AHangWhileTimingLeavesTheOutputsAndAPartialResult) {
   ASSERT_TRUE(done.result);
   EXPECT_EQ(done.result->status, "ok");
   EXPECT_EQ(done.result->phase, "timing");
+  EXPECT_EQ(done.result->token, done.token) << "the result left by a crash while timing is checked too";
   EXPECT_TRUE(done.result->samples_ms.empty());
   std::vector<float> y = read_raw<float>(dir_ / "y.bin");
   ASSERT_EQ(y.size(), 24u);
@@ -459,4 +460,32 @@ TEST_F(Worker, TheResultSaysWhereTheWorkersTimeWent) {
   EXPECT_EQ(names, (std::vector<std::string>{"setup", "load", "correctness", "rotation", "timing", "finish"}));
   EXPECT_LE(total, done.process.seconds);
   EXPECT_FALSE(done.result->clocks) << "the cpu device has no GPU clocks";
+}
+
+// Threat 6: the token reaches the worker and no one else; the worker's result.json is the last word.
+TEST_F(Worker, TheTokenIsTheWorkersAloneAndItsResultIsTheLastWord) {
+  WorkerRequest request = axpy_request(built("reaches_past_the_end.cpp"));
+  time_exactly(request, 2);
+  WorkerRun done = run(request);
+  ASSERT_TRUE(done.process.ok()) << done.process.describe() << "\n" << done.process.output;
+  ASSERT_TRUE(done.result) << done.process.output;
+  EXPECT_EQ(done.result->token, done.token);
+  EXPECT_EQ(done.result->status, "ok") << done.result->phase << ": " << done.result->message;
+  EXPECT_EQ(done.result->samples_ms.size(), 2u) << "d2k_release's result.json was not replaced";
+  // The solution ran, could write files here, and found only /dev/null on its stdin.
+  EXPECT_EQ(read_text(dir_ / "constructor.txt"), "loaded");
+  EXPECT_EQ(read_text(dir_ / "stdin.txt"), "");
+  EXPECT_EQ(read_text(dir_ / "stdin_is.txt"), "/dev/null");
+  // The worker ended with _exit: neither the atexit handler nor the static destructor ran.
+  EXPECT_FALSE(fs::exists(dir_ / "atexit.txt"));
+  EXPECT_FALSE(fs::exists(dir_ / "destructor.txt"));
+}
+
+TEST_F(Worker, ATokenTooLongIsABadRequest) {
+  ProcessSpec spec;
+  spec.argv = {D2K_WORKER_PATH, (dir_ / "request.json").string()};
+  spec.stdin_data = std::string(300, 'f');
+  ProcessResult result = run_process(spec);
+  EXPECT_EQ(result.exit_code, 2) << result.describe();
+  EXPECT_NE(result.output.find("bad token"), std::string::npos) << result.output;
 }
