@@ -62,8 +62,8 @@ struct WorkerRequest {
   bool time = true;  // false: the correctness call only
   // The op gives the same bytes for the same inputs (task.toml `deterministic`): every timed call's
   // outputs must equal the correctness call's bytewise, and the second draw runs twice, outputs
-  // re-poisoned between, its second run's outputs written as <output file>.repeat for the orchestrator
-  // to compare. When false, only the last timed call's outputs come back (checked with the tolerance).
+  // re-poisoned between, the two runs compared bytewise in the worker. When false, the last timed
+  // call's outputs come back as <output file>.timed (checked with the tolerance).
   bool deterministic = true;
   TimingConfig timing;
   // A second draw of the inputs, one file per input in `inputs` order (none: no second draw). The

@@ -7,8 +7,9 @@
 
 namespace d2k {
 
-// With timing and no in-place outputs, the output files written last are those of the last timed call
-// (the outputs are poisoned before the timed calls), so that what is checked was also timed.
+// The output files hold the checked (correctness) call's outputs. With timing, a deterministic task's
+// timed calls are compared with them bytewise (result.timed_check); any other task's last timed call
+// writes <output file>.timed, which the orchestrator checks too: what is checked was also timed.
 // result.json says, in the end: status "ok" and phase "done", or status "runtime_error" and the phase
 // that failed (load | workspace | prepare | run | timing | release). Before timing, once the outputs
 // are written, it says status "ok" and phase "timing": what a crash or a hang while timing leaves behind.

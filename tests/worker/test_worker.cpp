@@ -141,21 +141,35 @@ TEST_F(Worker, OutputsTheSolutionLeavesAloneComeBackPoisoned) {
   for (uint32_t bits : y) EXPECT_EQ(bits, 0xFFFFFFFFu);
 }
 
-TEST_F(Worker, TheOutputsWrittenLastComeFromTheLastTimedCall) {
+// A task that is not deterministic gets its last timed call's outputs back in a file of their own (the
+// orchestrator checks them against the oracle); the checked call's outputs stay in the output's file.
+TEST_F(Worker, TheLastTimedCallsOutputsComeBackBesideTheCheckedCalls) {
   WorkerRequest request = axpy_request(built("computes_once.cpp"));
-  request.time = false;
-  WorkerRun untimed = run(request);
-  ASSERT_TRUE(untimed.result) << untimed.process.output;
-  EXPECT_FLOAT_EQ(read_raw<float>(dir_ / "y.bin")[7], expected_y(1, 1));
-
+  request.deterministic = false;
   request.time = true;
   request.timing.max_samples = 3;
   WorkerRun timed = run(request);
   ASSERT_TRUE(timed.result) << timed.process.output;
   EXPECT_EQ(timed.result->status, "ok");
-  std::vector<uint32_t> y = read_raw<uint32_t>(dir_ / "y.bin");
+  EXPECT_FLOAT_EQ(read_raw<float>(dir_ / "y.bin")[7], expected_y(1, 1));
+  std::vector<uint32_t> y = read_raw<uint32_t>(dir_ / "y.bin.timed");
   ASSERT_EQ(y.size(), 24u);
-  for (uint32_t bits : y) EXPECT_EQ(bits, 0xFFFFFFFFu);
+  for (uint32_t bits : y) EXPECT_EQ(bits, 0xFFFFFFFFu);  // it computed nothing: the poison
+}
+
+// A deterministic task's timed calls are compared bytewise with the checked call in the worker; a
+// mismatch is reported in the result, and no file of the last timed call is needed.
+TEST_F(Worker, ADeterministicTasksTimedCallsAreComparedNotSentBack) {
+  WorkerRequest request = axpy_request(built("computes_once.cpp"));
+  request.deterministic = true;
+  request.time = true;
+  request.timing.max_samples = 3;
+  WorkerRun timed = run(request);
+  ASSERT_TRUE(timed.result) << timed.process.output;
+  EXPECT_EQ(timed.result->status, "ok");
+  EXPECT_FLOAT_EQ(read_raw<float>(dir_ / "y.bin")[7], expected_y(1, 1));
+  EXPECT_FALSE(fs::exists(dir_ / "y.bin.timed"));
+  EXPECT_GT(timed.result->timed_check.mismatched_calls, 0);
 }
 
 TEST_F(Worker, ACrashEndsTheProcessByItsSignalWithNoResult) {
@@ -349,8 +363,8 @@ TEST_F(Worker, TimedCallsRotateThroughCopiesAtOtherAddresses) {
   EXPECT_TRUE(done.result->timed_check.modified_inputs.empty());
   EXPECT_TRUE(done.result->guard_violations.empty());
 
-  // The files hold the last timed call's outputs, which are right.
-  std::vector<float> y = read_raw<float>(dir_ / "y.bin");
+  // The last timed call's outputs, which are right.
+  std::vector<float> y = read_raw<float>(dir_ / (request.deterministic ? "y.bin" : "y.bin.timed"));
   ASSERT_EQ(y.size(), 24u);
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 6; ++j) EXPECT_FLOAT_EQ(y[i * 6 + j], expected_y(i, j)) << i << "," << j;
