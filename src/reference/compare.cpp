@@ -21,6 +21,16 @@ void record_worst(Comparison& result, const at::Tensor& score, const at::Tensor&
   result.worst_want = want.flatten()[index].item<double>();
 }
 
+// A comparison of `got` with `want` named `name`, before any pass: same shapes, or a harness error.
+Comparison start_comparison(const std::string& name, const at::Tensor& got, const at::Tensor& want) {
+  if (got.sizes() != want.sizes())
+    fail("comparing '{}': shapes {} and {} differ", name, c10::str(got.sizes()), c10::str(want.sizes()));
+  Comparison result;
+  result.name = name;
+  result.elements = got.numel();
+  return result;
+}
+
 // What one chunk of the numeric pass found.
 struct Partial {
   int64_t non_finite = 0;
@@ -39,12 +49,8 @@ struct Partial {
 // definitions as the loops of compare() (tests/reference/test_compare.cpp runs both on one input).
 Comparison compare_whole(const std::string& name, const at::Tensor& got_in, const at::Tensor& want_in,
                          const Tolerance& tolerance) {
-  if (got_in.sizes() != want_in.sizes())
-    fail("comparing '{}': shapes {} and {} differ", name, c10::str(got_in.sizes()), c10::str(want_in.sizes()));
-  Comparison result;
-  result.name = name;
+  Comparison result = start_comparison(name, got_in, want_in);
   result.metric = "numeric";
-  result.elements = got_in.numel();
   if (result.elements == 0) {
     result.passed = true;
     return result;
@@ -75,11 +81,7 @@ Comparison compare_whole(const std::string& name, const at::Tensor& got_in, cons
 
 Comparison compare(const std::string& name, const at::Tensor& got_in, const at::Tensor& want_in,
                    const Tolerance& tolerance) {
-  if (got_in.sizes() != want_in.sizes())
-    fail("comparing '{}': shapes {} and {} differ", name, c10::str(got_in.sizes()), c10::str(want_in.sizes()));
-  Comparison result;
-  result.name = name;
-  result.elements = got_in.numel();
+  Comparison result = start_comparison(name, got_in, want_in);
   if (tolerance.metric == Tolerance::Metric::exact) {
     const auto got = widen(got_in).to(at::kDouble);
     const auto want = widen(want_in).to(at::kDouble);

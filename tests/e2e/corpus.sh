@@ -38,15 +38,7 @@ caught "$corpus/tamper_forged_result_at_exit.cpp" $quant deepseek-v3-T1 runtime_
 # 13 a time below the floor. No forged time reaches the floor now (the token stops it first), so the floor's
 # wiring is tested with ceilings that claim a copy bandwidth a million times lower than measured: the
 # expert's real time is then below its floor.
-slow="$WORK/slow-cache"
-mkdir -p "$slow"
-python3 - "$WORK/cache" "$slow" <<'PY'
-import glob, json, os, sys
-[measured] = glob.glob(os.path.join(sys.argv[1], "ceilings-cpu-*.json"))
-ceilings = json.load(open(measured))
-ceilings["copy_gbps"] /= 1e6
-json.dump(ceilings, open(os.path.join(sys.argv[2], os.path.basename(measured)), "w"))
-PY
+slow=$(slow_ceilings cpu)
 D2K_CACHE_DIR="$slow" caught "$D2K_ROOT/tasks/$quant/solution/cpu" $quant deepseek-v3-T1 rejected "below the speed-of-light floor"
 # 7 lower precision
 caught "$corpus/precision_bf16_scales.cpp" $quant deepseek-v3-T1 incorrect_numerics "'scales'"

@@ -36,15 +36,7 @@ echo "ok: work on another stream is charged: $hidden ms (same kernel on the call
 
 # A time below the floor (no forged time reaches it: the token stops those first): ceilings that claim a
 # copy bandwidth a million times lower than measured put the honest kernel's real time below its floor.
-slow="$WORK/slow-cache"
-mkdir -p "$slow"
-python3 - "$WORK/cache" "$slow" <<'PY'
-import glob, json, os, sys
-[measured] = glob.glob(os.path.join(sys.argv[1], "ceilings-cuda-*.json"))
-ceilings = json.load(open(measured))
-ceilings["copy_gbps"] /= 1e6
-json.dump(ceilings, open(os.path.join(sys.argv[2], os.path.basename(measured)), "w"))
-PY
+slow=$(slow_ceilings cuda)
 cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
 D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "below the speed-of-light floor"
 

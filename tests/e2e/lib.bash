@@ -36,3 +36,18 @@ expect_caught() {
   case "$text" in *"$fragment"*) echo "ok: $name: reason names '$fragment': $(message_of "$json" "$workload")";;
     *) echo "FAIL: $name: reason lacks '$fragment': $(message_of "$json" "$workload")" >&2; exit 1;; esac
 }
+# slow_ceilings DEVICE: prints a cache folder whose ceilings claim a copy bandwidth 10^6 x lower than the
+# ones measured into $WORK/cache: an honest kernel's real time is then below its speed-of-light floor.
+slow_ceilings() {
+  local slow="$WORK/slow-cache"
+  mkdir -p "$slow"
+  python3 - "$WORK/cache" "$slow" "$1" <<'PY'
+import glob, json, os, sys
+cache, slow, device = sys.argv[1:]
+[measured] = glob.glob(os.path.join(cache, f"ceilings-{device}-*.json"))
+ceilings = json.load(open(measured))
+ceilings["copy_gbps"] /= 1e6
+json.dump(ceilings, open(os.path.join(slow, os.path.basename(measured)), "w"))
+PY
+  echo "$slow"
+}

@@ -12,8 +12,9 @@ grep -Eq "^harness: [0-9.]+ s wall for 2 workloads; timing [0-9.]+ s \(solution 
 python3 - "$WORK/expert.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-names = ["inputs", "oracle", "write_files", "worker_start", "worker_setup", "worker_load", "worker_correctness",
-         "worker_rotation", "solution_timing", "worker_finish", "read_outputs", "check", "baseline_timing"]
+names = ["inputs", "second_inputs", "oracle", "second_oracle", "write_files", "worker_start", "worker_setup",
+         "worker_load", "worker_second_draw", "worker_correctness", "worker_rotation", "solution_timing",
+         "worker_finish", "read_outputs", "input_check", "check", "second_check", "baseline_timing"]
 for t in d["traces"]:
     assert t["status"] == "passed", (t["workload"], t["status"], t["message"])
     got = [p["name"] for p in t["phases"]]
