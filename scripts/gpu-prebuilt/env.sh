@@ -1,0 +1,5 @@
+# Sourced by the .gpu scripts: prebuilt binaries in .gpu, the machine's torch and CUDA libraries.
+export D2K_ROOT=$PWD D2K_CACHE_DIR=/tmp/d2kc
+TL=$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
+export LD_LIBRARY_PATH=$PWD/.gpu:$TL:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+mkdir -p build/src; cp .gpu/d2k-worker .gpu/d2k-sandbox build/src/
