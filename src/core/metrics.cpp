@@ -39,8 +39,8 @@ std::optional<std::string> below_floor(double median_ms, double flops, double mi
   if (floor <= 0 || median_ms >= kFloorMargin * floor) return std::nullopt;
   const std::string why =
       memory_ms >= compute_ms
-          ? fmt::format("{:.4g} MB at the measured copy bandwidth of {:.0f} GB/s", min_bytes / 1e6, ceiling.copy_gbps)
-          : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.0f} TFLOP/s", flops / 1e9, name_of(flops_dtype),
+          ? fmt::format("{:.4g} MB at the measured copy bandwidth of {:.4g} GB/s", min_bytes / 1e6, ceiling.copy_gbps)
+          : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.4g} TFLOP/s", flops / 1e9, name_of(flops_dtype),
                         *ceiling.matrix_rate(flops_dtype));
   return fmt::format("median time {:.4g} ms is below the speed-of-light floor of {:.4g} ms ({}); times under {:.0f}% "
                      "of the floor are impossible",
