@@ -181,7 +181,9 @@ void build_root(const Policy& policy, const std::vector<Bind>& binds, Applied& a
     fail_setup("mount /dev/shm");
   for (const auto& [link, target] : std::vector<std::pair<std::string, std::string>>{
            {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}) {
-    ::symlink(target.c_str(), ("/newroot/dev/" + link).c_str());
+    // The /dev conveniences a program may expect; /dev is a fresh tmpfs, so a failure here is not expected.
+    if (::symlink(target.c_str(), ("/newroot/dev/" + link).c_str()) != 0 && errno != EEXIST)
+      fail_setup("symlink /dev/" + link);
   }
   restrict_mount("/newroot/dev", true, true, false);
 
@@ -316,7 +318,8 @@ struct Attempt {
     (void)!::write(report, text.data(), text.size());
     std::_Exit(kSetupFailed);
   }
-  if (applied.has("uts")) ::sethostname("d2k-sandbox", 11);
+  // Cosmetic (the host's name stays hidden either way, in a uts namespace of its own): a failure is ignored.
+  if (applied.has("uts")) (void)!::sethostname("d2k-sandbox", 11);
   pid_t command = ::fork();
   if (command < 0) std::_Exit(kSetupFailed);
   if (command == 0) {
