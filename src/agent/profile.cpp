@@ -1,17 +1,18 @@
-// profile: Nsight Compute on the worker process of a one-workload evaluation. The harness's own L2
-// flush kernel is left out of the summary; the reference runs in the orchestrator, which ncu does not
-// follow (--target-processes-filter), so only the solution's kernels are profiled.
+// profile: Nsight Compute on the worker process of a one-workload evaluation (ncu inside the worker's
+// sandbox, eval/ncu.hpp). The harness's own L2 flush kernel is left out of the summary.
 #include <fmt/format.h>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "agent/tools.hpp"
 #include "eval/evaluator.hpp"
+#include "eval/ncu.hpp"
 #include "core/error.hpp"
 #include "runner/process.hpp"
 
@@ -21,18 +22,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::optional<fs::path> on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (!path) return std::nullopt;
-  std::stringstream folders(path);
-  std::string folder;
-  while (std::getline(folders, folder, ':')) {
-    if (folder.empty()) continue;
-    const auto candidate = fs::path(folder) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
-}
 
 ToolOutcome unavailable(const std::string& why) {
   ToolOutcome outcome;
@@ -101,7 +90,9 @@ json parse_ncu_csv(const std::string& output, std::size_t max_kernels) {
     };
     const auto id = get("ID");
     const auto name = get("Kernel Name");
-    if (id.empty() || name.find("read_all") != std::string::npos) continue;  // the harness's L2 flush
+    // The harness's own kernels in the worker: the L2 flush and the bytewise comparison of outputs.
+    if (id.empty() || name.find("read_all") != std::string::npos || name.find("count_differences") != std::string::npos)
+      continue;
     if (!kernels.count(id)) {
       if (order.size() >= max_kernels) continue;
       order.push_back(id);
@@ -141,33 +132,38 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
     return outcome;
   }
   if (env_.eval->device != Device::cuda) return unavailable(fmt::format("the run's device is {}, not cuda", name_of(env_.eval->device)));
-  const auto ncu = on_path("ncu");
-  if (!ncu) return unavailable("Nsight Compute (ncu) is not on PATH");
+  if (!find_on_path("ncu")) return unavailable("Nsight Compute (ncu) is not on PATH");
 
+  // A one-workload evaluation whose worker runs under ncu inside its sandbox (eval/ncu.hpp): ncu
+  // outside the sandbox does not reach the worker. The reference runs in the orchestrator, which ncu
+  // never sees, so only the solution's kernels and the worker's own (the L2 flush) are profiled.
   const auto scratch = env_.run_dir / "profile";
   fs::create_directories(scratch);
-  ProcessSpec spec;
-  spec.argv = {ncu->string(), "--target-processes", "all", "--target-processes-filter", "d2k-worker", "--csv",
-               "--print-units", "base", "--launch-count", "40", "--metrics"};
+  const auto report = scratch / "ncu-report.txt";
+  std::error_code ignored;
+  fs::remove(report, ignored);
   std::string metrics;
   for (const auto& [name, key] : kMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(name);
-  spec.argv.push_back(metrics);
-  for (const std::string& a : {env_.d2k_executable.string(), std::string("--root"), env_.eval->root.string(),
-                               std::string("eval"), env_.task->name, workspace_.dir().string(), std::string("--device"),
-                               std::string("cuda"), std::string("-w"), workload, std::string("--no-baseline"),
-                               std::string("--min-samples"), std::string("1"), std::string("--warmup"), std::string("0"),
-                               std::string("--max-seconds"), std::string("0"), std::string("--seed"),
-                               std::to_string(derive_seed(env_.seed, static_cast<uint64_t>(call_index)))})
-    spec.argv.push_back(a);
+  const std::string sandbox = env_.eval->sandbox ? std::string(name_of(env_.eval->sandbox->mode)) : "off";
+  ProcessSpec spec;
+  spec.argv = {env_.d2k_executable.string(), "--root", env_.eval->root.string(), "eval", env_.task->name,
+               workspace_.dir().string(), "--device", "cuda", "-w", workload, "--no-baseline", "--min-samples", "1",
+               "--warmup", "0", "--max-seconds", "0", "--timeout", "300", "--sandbox", sandbox, "--seed",
+               std::to_string(derive_seed(env_.seed, static_cast<uint64_t>(call_index))), "--ncu-report",
+               report.string(), "--ncu-metrics", metrics, "--ncu-launch-count", "40"};
   spec.cwd = scratch;
   spec.timeout_seconds = 600;
   const auto process = run_process(spec);
-  const auto kernels = parse_ncu_csv(process.output, 10);
+  std::ifstream in(report);
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto kernels = parse_ncu_csv(text.str(), 10);
   ToolOutcome outcome;
   if (kernels.empty()) {
     outcome.result = {{"available", false},
-                      {"error", fmt::format("ncu profiled no kernel of the solution ({})", process.describe())},
-                      {"log", cap_text(process.output, 4096)}};
+                      {"error", fmt::format("ncu profiled no kernel of the solution (d2k eval {}{})", process.describe(),
+                                            in ? "" : "; no ncu report")},
+                      {"log", cap_text(process.output + "\n" + text.str(), 4096)}};
     outcome.is_error = true;
     return outcome;
   }

@@ -139,6 +139,10 @@ int run_cli(int argc, char** argv) {
   eval->add_option("solution", solution_path, "a .cu or .cpp file, or a folder of them")->required();
   auto* eval_seed = add_run_options(*eval, options);
   eval->add_flag("--final", options.final, "final evaluation: published and hidden workloads, a fresh seed unless --seed");
+  // For the agent's profile tool: ncu inside the worker's sandbox (docs/agent.md, profile).
+  eval->add_option("--ncu-report", options.ncu_report, "run each worker under Nsight Compute, its report to FILE")->group("");
+  eval->add_option("--ncu-metrics", options.ncu_metrics, "the metrics ncu collects (comma-separated)")->group("");
+  eval->add_option("--ncu-launch-count", options.ncu_launch_count, "kernels ncu profiles")->group("");
 
   std::vector<std::string> task_globs;
   auto* bench = app.add_subcommand("bench", "evaluate the shipped expert solutions on every task");

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/task_loader.hpp"
 #include "eval/device_select.hpp"
+#include "eval/ncu.hpp"
 #include "runner/process.hpp"
 #include "runner/sandbox.hpp"
 #include "timing/device_info.hpp"
@@ -128,6 +129,12 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   if (!std::filesystem::exists(eval.worker)) fail("the worker executable is missing: {}", eval.worker.string());
   eval.sandbox = make_sandbox(options.sandbox, eval.device);
   eval.device_name = device_name(eval.device);
+  if (!options.ncu_report.empty()) {
+    if (eval.device != Device::cuda) fail("--ncu-report: Nsight Compute profiles the cuda device, not {}", name_of(eval.device));
+    if (options.ncu_launch_count < 1) fail("--ncu-launch-count: must be at least 1, not {}", options.ncu_launch_count);
+    eval.ncu = make_ncu_wrap(options.ncu_metrics, options.ncu_launch_count, options.ncu_report);
+    if (!eval.ncu) fail("--ncu-report: Nsight Compute (ncu) is not on PATH");
+  }
   eval.progress = &std::cerr;
   const auto ceilings = cached_ceilings(eval.device, context.cache_dir, options.refresh_ceilings, &std::cerr);
   eval.ceiling.copy_gbps = ceilings.copy_gbps;

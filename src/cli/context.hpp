@@ -28,6 +28,11 @@ struct CommonOptions {
   double rotate = 3.0;         // input copies hold at least this multiple of the last-level cache (0: one)
   bool refresh_ceilings = false;
   std::string sandbox = "strict";  // --sandbox strict|best-effort|off (docs/sandbox.md)
+  // Nsight Compute around each worker (the agent's profile tool; hidden from --help): its report to
+  // this file, these metrics, the first N kernels.
+  std::string ncu_report;
+  std::string ncu_metrics = "gpu__time_duration.sum";
+  int ncu_launch_count = 40;
 };
 
 struct Context {

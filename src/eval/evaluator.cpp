@@ -278,16 +278,29 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   step(options_.time ? "running and timing the solution" : "running the solution");
   ProcessSpec spec;
   spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
+  if (options_.ncu) {
+    std::vector<std::string> ncu = {options_.ncu->ncu.string()};
+    ncu.insert(ncu.end(), options_.ncu->args.begin(), options_.ncu->args.end());
+    ncu.insert(ncu.end(), {"--log-file", (dir.path() / "ncu-report.txt").string()});
+    spec.argv.insert(spec.argv.begin(), ncu.begin(), ncu.end());
+  }
   spec.cwd = dir.path();
   spec.timeout_seconds = options_.worker_timeout_seconds;
   const std::string token = fresh_token();
   spec.stdin_data = token + "\n";
-  if (options_.sandbox)
+  if (options_.sandbox) {
     spec.sandbox = worker_sandbox(*options_.sandbox, options_.worker, build.library, dir.path(),
                                   options_.device == Device::cuda, options_.worker_timeout_seconds);
+    if (options_.ncu) spec.sandbox->read.insert(spec.sandbox->read.end(), options_.ncu->read.begin(), options_.ncu->read.end());
+  }
   phases_.next("worker");
   const auto process = run_process(spec);
   trace.log = cap(process.output);
+  if (options_.ncu) {
+    std::error_code ignored;  // no report: the caller says so, with this trace's log
+    std::filesystem::copy_file(dir.path() / "ncu-report.txt", options_.ncu->report,
+                               std::filesystem::copy_options::overwrite_existing, ignored);
+  }
 
   WorkerResult result;
   const auto result_file = dir.path() / "result.json";

@@ -21,6 +21,16 @@
 
 namespace d2k {
 
+// Nsight Compute around each worker, inside the worker's sandbox (the agent's profile tool): ncu then
+// launches the worker itself, so its injection needs nothing from outside the sandbox but its own
+// installation, which is made visible read-only.
+struct NcuWrap {
+  std::filesystem::path ncu;                 // the ncu executable
+  std::vector<std::string> args;             // its options before the worker's command line
+  std::vector<std::filesystem::path> read;   // its installation, read-only in the sandbox
+  std::filesystem::path report;              // where its report (--log-file) is copied after the workload
+};
+
 struct EvalOptions {
   Device device = Device::cpu;
   std::vector<std::string> workloads;  // names to run; empty: all published ones
@@ -39,6 +49,7 @@ struct EvalOptions {
   Ceiling ceiling;
   std::string device_name;
   std::ostream* progress = nullptr;   // one line per step, for people
+  std::optional<NcuWrap> ncu;         // profile the worker (cuda only)
 };
 
 class Evaluator {

@@ -33,6 +33,12 @@ results = {r["name"]: json.loads(r["content"]) for r in records if r["type"] == 
 assert results["check"]["passed"], results["check"]
 bench = results["benchmark"]
 assert bench["passed"] and bench["geomean_speedup"] > 1, bench
-print(f"ok: benchmark geomean speedup {bench['geomean_speedup']:.1f}x; profile: {json.dumps(results['profile'])[:300]}")
+profile = results["profile"]
+# ncu runs inside the worker's sandbox; where it is installed it must see the solution's kernels.
+assert profile.get("available") and profile["kernels"], json.dumps(profile)[:2000]
+first = profile["kernels"][0]
+assert first["duration_ns"] > 0 and "count_differences" not in first["kernel"] and "read_all" not in first["kernel"], first
+print(f"ok: benchmark geomean speedup {bench['geomean_speedup']:.1f}x; profile: {len(profile['kernels'])} kernel(s), "
+      f"first {first['kernel'][:60]} {first['duration_ns']:.0f} ns")
 PY
 done
