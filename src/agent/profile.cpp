@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -14,6 +13,7 @@
 #include "eval/evaluator.hpp"
 #include "eval/ncu.hpp"
 #include "core/error.hpp"
+#include "core/file_bytes.hpp"
 #include "runner/process.hpp"
 
 namespace d2k::agent {
@@ -154,16 +154,14 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
   spec.cwd = scratch;
   spec.timeout_seconds = 600;
   const auto process = run_process(spec);
-  std::ifstream in(report);
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto kernels = parse_ncu_csv(text.str(), 10);
+  const auto text = file_bytes(report);
+  const auto kernels = parse_ncu_csv(text.value_or(""), 10);
   ToolOutcome outcome;
   if (kernels.empty()) {
     outcome.result = {{"available", false},
                       {"error", fmt::format("ncu profiled no kernel of the solution (d2k eval {}{})", process.describe(),
-                                            in ? "" : "; no ncu report")},
-                      {"log", cap_text(process.output + "\n" + text.str(), 4096)}};
+                                            text ? "" : "; no ncu report")},
+                      {"log", cap_text(process.output + "\n" + text.value_or(""), 4096)}};
     outcome.is_error = true;
     return outcome;
   }

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/file_bytes.hpp"
 
 namespace d2k {
 namespace {
@@ -254,11 +254,9 @@ Guidance parse_guidance(const std::string& text, const std::filesystem::path& fi
 }
 
 Guidance load_guidance(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot read the guidance file", file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_guidance(text.str(), file);
+  const auto text = file_bytes(file);
+  if (!text) fail("{}: cannot read the guidance file", file.string());
+  return parse_guidance(*text, file);
 }
 
 // Levels in ascending order, and within a level a topological order that prefers file order: dependencies

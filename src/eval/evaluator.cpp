@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.hpp"
+#include "core/file_bytes.hpp"
 #include "core/timestamp.hpp"
 #include "core/json.hpp"
 #include "core/overhead.hpp"
@@ -57,18 +58,6 @@ std::string safe_name(std::string name) {
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   return name;
-}
-
-// The whole file, read in one call: an istreambuf_iterator reads a character at a time, which made
-// these comparisons of 134 MB outputs cost seconds.
-std::optional<std::string> file_bytes(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary | std::ios::ate);
-  if (!in) return std::nullopt;
-  std::string bytes(static_cast<std::size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in) return std::nullopt;
-  return bytes;
 }
 
 // Nothing when the two files hold the same bytes; otherwise how they differ, for a person.

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/file_bytes.hpp"
 #include "runner/process.hpp"
 #include "runner/sha256.hpp"
 
@@ -29,11 +30,9 @@ namespace {
 constexpr std::string_view kAbiDir = "{abi_include_dir}";
 
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto bytes = file_bytes(path);
+  if (!bytes) fail("cannot read {}", path.string());
+  return std::move(*bytes);
 }
 
 void write_file(const fs::path& path, std::string_view text) {
