@@ -6,11 +6,24 @@ solutions="$D2K_ROOT/tests/e2e/solutions"
 quant=quant/fp8_group_quant
 norm=norm/fused_add_rmsnorm
 
+# solution_of FILE: what to evaluate for FILE. A cheat that includes the corpus's honest kernel
+# (honest_quant.h) becomes a folder solution with the header beside it: a single file is built alone.
+solution_of() {
+  local file=$1 name; name=$(basename "$1"); name=${name%.*}
+  if [ -f "$file" ] && grep -q '#include "honest_quant.h"' "$file"; then
+    mkdir -p "$WORK/solutions/$name"
+    cp "$file" "$corpus/honest_quant.h" "$WORK/solutions/$name/"
+    file="$WORK/solutions/$name"
+  fi
+  echo "$file"
+}
+
 # caught FILE TASK WORKLOAD STATUS FRAGMENT [d2k eval options...]
 caught() {
   local file=$1 task=$2 workload=$3 status=$4 fragment=$5; shift 5
   local name; name=$(basename "$file"); name=${name%.*}
   local json="$WORK/$name.json"
+  file=$(solution_of "$file")
   expect_exit 1 "$D2K" eval "$task" "$file" --device cpu -w "$workload" --timeout "${TIMEOUT:-20}" --max-seconds 0.2 \
     --min-samples 3 --warmup 1 --no-baseline --json "$json" "$@"
   expect_caught "$json" "$workload" "$status" "$fragment" "$name"
@@ -47,7 +60,7 @@ caught "$corpus/tolerance_zero_outputs.cpp" $quant deepseek-v3-T1 incorrect_nume
 # 9 the distribution
 caught "$corpus/distribution_fixed_scale.cpp" $quant deepseek-v3-T1 incorrect_numerics "is above the bound"
 # 10 hard-coded shapes: passes the published workload, caught on the hidden one of a final evaluation
-expect_exit 0 "$D2K" eval $quant "$corpus/shapes_hardcoded.cpp" --device cpu -w deepseek-v3-T1 --timeout 20 \
+expect_exit 0 "$D2K" eval $quant "$(solution_of "$corpus/shapes_hardcoded.cpp")" --device cpu -w deepseek-v3-T1 --timeout 20 \
   --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/shapes_published.json"
 caught "$corpus/shapes_hardcoded.cpp" $quant qwen3-235b-T333-K1536 incorrect_shape "wrote past the end of output" --final
 # 11 a library the task does not allow
