@@ -55,9 +55,9 @@ ToolOutcome ToolBox::compile(const json&) {
     return failure(e.what());
   }
   BuildOptions options;
-  options.device = env_.eval->device;
-  options.cache_dir = env_.eval->cache_dir;
-  options.abi_include_dir = env_.eval->root / "include";
+  options.device = env_.environment->device;
+  options.cache_dir = env_.environment->build_cache;
+  options.abi_include_dir = env_.environment->root / "include";
   options.timeout_seconds = env_.eval->build_timeout_seconds;
   const auto build = build_solution(solution, options);
   ToolOutcome outcome;
@@ -74,13 +74,12 @@ ToolOutcome ToolBox::evaluate(const json&, bool time, int call_index) {
   } catch (const Error& e) {
     return failure(e.what());
   }
-  EvalOptions options = *env_.eval;
+  EvalSettings options = *env_.eval;
   options.include_hidden = false;
   options.time = time;
   options.baseline = options.baseline && time;
   options.seed = derive_seed(env_.seed, static_cast<uint64_t>(call_index));
-  options.progress = nullptr;
-  Evaluator evaluator(options);
+  Evaluator evaluator(*env_.environment, options);
   const auto traces = evaluator.evaluate(*env_.task, solution);
 
   ToolOutcome outcome;

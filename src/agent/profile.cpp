@@ -131,7 +131,7 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
     outcome.is_error = true;
     return outcome;
   }
-  if (env_.eval->device != Device::cuda) return unavailable(fmt::format("the run's device is {}, not cuda", name_of(env_.eval->device)));
+  if (env_.environment->device != Device::cuda) return unavailable(fmt::format("the run's device is {}, not cuda", name_of(env_.environment->device)));
   if (!find_on_path("ncu")) return unavailable("Nsight Compute (ncu) is not on PATH");
 
   // A one-workload evaluation whose worker runs under ncu inside its sandbox (eval/ncu.hpp): ncu
@@ -144,9 +144,9 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
   fs::remove(report, ignored);
   std::string metrics;
   for (const auto& [name, key] : kMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(name);
-  const std::string sandbox = env_.eval->sandbox ? std::string(name_of(env_.eval->sandbox->mode)) : "off";
+  const std::string sandbox = env_.environment->sandbox ? std::string(name_of(env_.environment->sandbox->mode)) : "off";
   ProcessSpec spec;
-  spec.argv = {env_.d2k_executable.string(), "--root", env_.eval->root.string(), "eval", env_.task->name,
+  spec.argv = {env_.d2k_executable.string(), "--root", env_.environment->root.string(), "eval", env_.task->name,
                workspace_.dir().string(), "--device", "cuda", "-w", workload, "--no-baseline", "--min-samples", "1",
                "--warmup", "0", "--max-seconds", "0", "--timeout", "300", "--sandbox", sandbox, "--seed",
                std::to_string(derive_seed(env_.seed, static_cast<uint64_t>(call_index))), "--ncu-report",

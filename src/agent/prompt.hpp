@@ -22,7 +22,7 @@ struct PromptInputs {
   Condition condition = Condition::none;
   Device device = Device::cpu;
   std::string device_name;
-  Ceiling ceiling;
+  Ceilings ceiling;
   Budget budget;
   std::vector<llm::ToolSpec> tools;
   std::filesystem::path root;  // holds include/d2k/solution.h and examples/minimal

@@ -14,6 +14,7 @@
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "eval/text_observer.hpp"
 
 namespace d2k::agent {
 namespace {
@@ -41,7 +42,7 @@ class Loop {
       : setup_(setup),
         settings_(setup.settings),
         writer_(setup.run_dir / "transcript.jsonl"),
-        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.eval, setup.settings.seed,
+        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed,
                          setup.d2k_executable}) {}
 
   void fresh() {
@@ -49,12 +50,12 @@ class Loop {
     inputs.task = setup_.task;
     inputs.workloads = select_workloads(*setup_.task, settings_.workloads, false);
     inputs.condition = settings_.condition;
-    inputs.device = setup_.eval.device;
-    inputs.device_name = setup_.eval.device_name;
-    inputs.ceiling = setup_.eval.ceiling;
+    inputs.device = setup_.environment.device;
+    inputs.device_name = setup_.environment.device_name;
+    inputs.ceiling = setup_.environment.ceilings;
     inputs.budget = settings_.budget;
     inputs.tools = tool_specs(settings_.condition);
-    inputs.root = setup_.eval.root;
+    inputs.root = setup_.environment.root;
     const auto prompt = build_prompt(inputs);
     system_ = prompt.system;
     tools_ = inputs.tools;
@@ -378,14 +379,16 @@ class Loop {
           solution = best->dir;
         }
         if (!solution.empty()) {
-          EvalOptions options = setup_.eval;
+          EvalSettings options = setup_.eval;
           options.workloads.clear();
           options.include_hidden = true;
           options.time = true;
           options.seed = derive_seed(settings_.seed, kFinalSalt);
-          options.progress = setup_.log;
           if (setup_.log) *setup_.log << fmt::format("d2k agent: final evaluation of {} (published and hidden workloads)\n", solution);
-          traces = Evaluator(options).evaluate(*setup_.task, load_solution(setup_.run_dir / solution));
+          std::optional<TextObserver> observer;
+          if (setup_.log) observer.emplace(*setup_.log);
+          traces = Evaluator(setup_.environment, options, observer ? &*observer : nullptr)
+                       .evaluate(*setup_.task, load_solution(setup_.run_dir / solution));
           passed = !traces.empty() &&
                    std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.status == Status::passed; });
         }

@@ -19,7 +19,8 @@ namespace d2k::agent {
 struct RunSetup {
   RunSettings settings;
   const Task* task = nullptr;
-  EvalOptions eval;                      // device, timing, caches, root; workloads and seed come from settings
+  EvalEnvironment environment;           // device, ceilings, caches, root, worker, sandbox
+  EvalSettings eval;                     // timing and timeouts; workloads and seed come from settings
   llm::ChatClient* client = nullptr;
   std::function<double(const llm::Usage&)> cost_usd;  // the model's prices (llm::cost_usd); none: free
   std::filesystem::path run_dir;

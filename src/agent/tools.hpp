@@ -17,7 +17,8 @@
 #include "llm/chat.hpp"
 
 namespace d2k {
-struct EvalOptions;  // eval/evaluator.hpp, which brings in torch
+struct EvalEnvironment;  // eval/environment.hpp
+struct EvalSettings;     // eval/evaluator.hpp
 }
 
 namespace d2k::agent {
@@ -43,7 +44,8 @@ struct ToolEnv {
   const Task* task = nullptr;
   Condition condition = Condition::none;
   std::filesystem::path run_dir;
-  const EvalOptions* eval = nullptr;    // device, timing, root, caches; workloads: the published ones used
+  const EvalEnvironment* environment = nullptr;  // device, root, caches, worker, sandbox
+  const EvalSettings* eval = nullptr;   // timing; workloads: the published ones used
   uint64_t seed = 1;                    // the run's seed; each check and benchmark draws from it
   std::filesystem::path d2k_executable; // for profile: run under ncu
 };

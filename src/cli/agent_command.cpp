@@ -91,12 +91,12 @@ int run_agent_command(const AgentOptions& agent, CommonOptions options) {
   const auto context = make_context(options);
   const auto tasks = load_all_tasks(context);
   const auto& task = find_task(tasks, settings.task);
-  auto eval = make_eval_options(context, options);
-  eval.progress = nullptr;  // the tools' evaluations are quiet; the final one is logged by the run
+  const auto environment = make_environment(context, options);
+  const auto eval = make_settings(options, environment.device);
   select_workloads(task, settings.workloads, false);  // an unknown or hidden name fails here, before the run
   if (!resuming) {
-    settings.device = eval.device;
-    settings.device_name = eval.device_name;
+    settings.device = environment.device;
+    settings.device_name = environment.device_name;
     settings.root = context.root.string();
     const fs::path runs = agent.runs_dir.empty() ? context.cache_dir / "runs" : fs::path(agent.runs_dir);
     std::random_device random;
@@ -108,6 +108,7 @@ int run_agent_command(const AgentOptions& agent, CommonOptions options) {
   RunSetup setup;
   setup.settings = settings;
   setup.task = &task;
+  setup.environment = environment;
   setup.eval = eval;
   setup.client = client.get();
   setup.cost_usd = [prices = model.prices](const llm::Usage& usage) { return llm::cost_usd(usage, prices); };
@@ -116,7 +117,7 @@ int run_agent_command(const AgentOptions& agent, CommonOptions options) {
   setup.d2k_executable = fs::read_symlink("/proc/self/exe", ignored);
   setup.log = &std::cerr;
   std::cerr << fmt::format("d2k agent: {} {} on {} with {} ({}), run folder {}\n", resuming ? "resuming" : "starting",
-                           name_of(settings.condition), settings.task, settings.model, name_of(eval.device), run_dir.string());
+                           name_of(settings.condition), settings.task, settings.model, name_of(environment.device), run_dir.string());
   const auto result = resuming ? resume_run(setup) : start_run(setup);
 
   if (!result.traces.empty()) print_trace_table(std::cout, result.traces);

@@ -12,6 +12,7 @@
 #include "cli/agent_command.hpp"
 #include "cli/context.hpp"
 #include "cli/table.hpp"
+#include "eval/text_observer.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/repeat.hpp"
@@ -61,19 +62,19 @@ void write_document(const std::string& target, const nlohmann::json& doc) {
   if (!out) fail("--json: could not write {}", target);
 }
 
-void write_json(const std::string& target, const EvalOptions& eval, const std::vector<Trace>& traces) {
+void write_json(const std::string& target, const EvalEnvironment& eval, const std::vector<Trace>& traces) {
   const auto rate = [](const std::optional<double>& r) { return r ? nlohmann::json(*r) : nlohmann::json(); };
   write_document(target, {{"device", name_of(eval.device)},
                           {"device_name", eval.device_name},
-                          {"ceilings", {{"copy_gbps", eval.ceiling.copy_gbps},
-                                        {"bf16_tflops", rate(eval.ceiling.bf16_tflops)},
-                                        {"fp8_tflops", rate(eval.ceiling.fp8_tflops)},
-                                        {"int8_tops", rate(eval.ceiling.int8_tops)}}},
+                          {"ceilings", {{"copy_gbps", eval.ceilings.copy_gbps},
+                                        {"bf16_tflops", rate(eval.ceilings.bf16_tflops)},
+                                        {"fp8_tflops", rate(eval.ceilings.fp8_tflops)},
+                                        {"int8_tops", rate(eval.ceilings.int8_tops)}}},
                           {"overhead", overhead_of(traces)},
                           {"traces", traces}});
 }
 
-int finish(const CommonOptions& options, const EvalOptions& eval, const std::vector<Trace>& traces) {
+int finish(const CommonOptions& options, const EvalEnvironment& eval, const std::vector<Trace>& traces) {
   if (options.json != "-") print_trace_table(std::cout, traces);
   if (!options.json.empty()) write_json(options.json, eval, traces);
   const bool all_passed = std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.status == Status::passed; });
@@ -82,12 +83,12 @@ int finish(const CommonOptions& options, const EvalOptions& eval, const std::vec
 
 // Runs `evaluate_once` options.repeat times with consecutive seeds; one run prints the trace table, more
 // print the repeat table (and the JSON holds every run's traces).
-int evaluate_runs(const CommonOptions& options, const EvalOptions& eval, Evaluator& evaluator,
+int evaluate_runs(const CommonOptions& options, const EvalEnvironment& eval, Evaluator& evaluator,
                   const std::function<std::vector<Trace>()>& evaluate_once) {
   if (options.repeat == 1) return finish(options, eval, evaluate_once());
   std::vector<std::vector<Trace>> runs;
   for (int run = 0; run < options.repeat; ++run) {
-    const uint64_t seed = eval.seed + static_cast<uint64_t>(run);
+    const uint64_t seed = evaluator.settings().seed + static_cast<uint64_t>(run);
     std::cerr << fmt::format("d2k: run {} of {} (seed {})\n", run + 1, options.repeat, seed);
     evaluator.set_seed(seed);
     runs.push_back(evaluate_once());
@@ -199,10 +200,10 @@ int run_cli(int argc, char** argv) {
       return 0;
     }
     if (ceilings->parsed()) {
-      const auto eval_options = make_eval_options(context, options);
-      std::cout << fmt::format("{} ({}): copy {:.0f} GB/s (read + write)", eval_options.device_name,
-                               name_of(eval_options.device), eval_options.ceiling.copy_gbps);
-      const auto& c = eval_options.ceiling;
+      const auto environment = make_environment(context, options);
+      std::cout << fmt::format("{} ({}): copy {:.0f} GB/s (read + write)", environment.device_name,
+                               name_of(environment.device), environment.ceilings.copy_gbps);
+      const auto& c = environment.ceilings;
       if (c.bf16_tflops) std::cout << fmt::format(", dense bf16 {:.0f} TFLOP/s", *c.bf16_tflops);
       if (c.fp8_tflops) std::cout << fmt::format(", dense fp8 (e4m3) {:.0f} TFLOP/s", *c.fp8_tflops);
       if (c.int8_tops) std::cout << fmt::format(", dense int8 {:.0f} TOPS", *c.int8_tops);
@@ -213,26 +214,28 @@ int run_cli(int argc, char** argv) {
       const auto all = load_all_tasks(context);
       const auto& task = find_task(all, task_name);
       const auto solution = load_solution(solution_path);
-      auto eval_options = make_eval_options(context, options);
-      Evaluator evaluator(eval_options);
-      return evaluate_runs(options, eval_options, evaluator, [&] { return evaluator.evaluate(task, solution); });
+      const auto environment = make_environment(context, options);
+      TextObserver observer(std::cerr);
+      Evaluator evaluator(environment, make_settings(options, environment.device), &observer);
+      return evaluate_runs(options, environment, evaluator, [&] { return evaluator.evaluate(task, solution); });
     }
     if (bench->parsed()) {
       const auto all = load_all_tasks(context);
-      auto eval_options = make_eval_options(context, options);
-      Evaluator evaluator(eval_options);
+      const auto environment = make_environment(context, options);
+      TextObserver observer(std::cerr);
+      Evaluator evaluator(environment, make_settings(options, environment.device), &observer);
       std::vector<std::pair<const Task*, Solution>> selected;
       for (const auto& task : all) {
         const bool match = task_globs.empty() || std::any_of(task_globs.begin(), task_globs.end(), [&](const std::string& g) {
                              return fnmatch(g.c_str(), task.name.c_str(), 0) == 0;
                            });
         if (!match) continue;
-        const auto dir = task.dir / "solution" / std::string(name_of(eval_options.device));
-        if (!std::filesystem::exists(dir)) fail("{}: no expert solution for the {} device at {}", task.name, name_of(eval_options.device), dir.string());
+        const auto dir = task.dir / "solution" / std::string(name_of(environment.device));
+        if (!std::filesystem::exists(dir)) fail("{}: no expert solution for the {} device at {}", task.name, name_of(environment.device), dir.string());
         selected.emplace_back(&task, load_solution(dir));
       }
       if (selected.empty()) fail("--task: no task matches");
-      return evaluate_runs(options, eval_options, evaluator, [&] {
+      return evaluate_runs(options, environment, evaluator, [&] {
         std::vector<Trace> traces;
         for (const auto& [task, solution] : selected) {
           auto task_traces = evaluator.evaluate(*task, solution);

@@ -87,22 +87,36 @@ Context make_context(const CommonOptions& options) {
   return context;
 }
 
-EvalOptions make_eval_options(const Context& context, const CommonOptions& options) {
-  EvalOptions eval;
+EvalEnvironment make_environment(const Context& context, const CommonOptions& options) {
+  EvalEnvironment environment;
   if (options.device == "auto") {
     if (auto why = cuda_unavailable()) {
       std::cerr << fmt::format("d2k: {}; running on the cpu device (a test seam: its times are not GPU numbers)\n", *why);
-      eval.device = Device::cpu;
+      environment.device = Device::cpu;
     } else {
-      eval.device = Device::cuda;
+      environment.device = Device::cuda;
     }
   } else if (auto device = parse_device(options.device)) {
-    eval.device = *device;
-    if (eval.device == Device::cuda)
+    environment.device = *device;
+    if (environment.device == Device::cuda)
       if (auto why = cuda_unavailable()) fail("--device cuda: {}", *why);
   } else {
     fail("--device: unknown device '{}' (auto, cuda or cpu)", options.device);
   }
+  environment.root = context.root;
+  environment.build_cache = context.cache_dir / "builds";
+  environment.scratch_dir = context.cache_dir / "scratch";
+  std::filesystem::create_directories(environment.scratch_dir);
+  environment.worker = self_dir() / "d2k-worker";
+  if (!std::filesystem::exists(environment.worker)) fail("the worker executable is missing: {}", environment.worker.string());
+  environment.sandbox = make_sandbox(options.sandbox, environment.device);
+  environment.device_name = device_name(environment.device);
+  environment.ceilings = cached_ceilings(environment.device, context.cache_dir, options.refresh_ceilings, &std::cerr);
+  return environment;
+}
+
+EvalSettings make_settings(const CommonOptions& options, Device device) {
+  EvalSettings eval;
   eval.workloads = options.workloads;
   eval.seed = options.seed;
   eval.include_hidden = options.include_hidden || options.final;
@@ -114,33 +128,19 @@ EvalOptions make_eval_options(const Context& context, const CommonOptions& optio
   }
   eval.baseline = !options.no_baseline;
   eval.timing.max_seconds = options.max_seconds;
-  eval.timing.min_samples = options.min_samples == 0 ? default_min_samples(eval.device) : options.min_samples;
+  eval.timing.min_samples = options.min_samples == 0 ? default_min_samples(device) : options.min_samples;
   eval.timing.warmup = options.warmup;
   eval.timing.rotate_cache_multiple = options.rotate;
   if (options.min_samples < 0) fail("--min-samples: must be at least 1 (or 0 for the default), not {}", options.min_samples);
   if (options.warmup < 0) fail("--warmup: must not be negative, not {}", options.warmup);
   if (options.rotate < 0) fail("--rotate: must not be negative, not {}", options.rotate);
   eval.worker_timeout_seconds = options.timeout;
-  eval.root = context.root;
-  eval.cache_dir = context.cache_dir / "builds";
-  eval.scratch_dir = context.cache_dir / "scratch";
-  std::filesystem::create_directories(eval.scratch_dir);
-  eval.worker = self_dir() / "d2k-worker";
-  if (!std::filesystem::exists(eval.worker)) fail("the worker executable is missing: {}", eval.worker.string());
-  eval.sandbox = make_sandbox(options.sandbox, eval.device);
-  eval.device_name = device_name(eval.device);
   if (!options.ncu_report.empty()) {
-    if (eval.device != Device::cuda) fail("--ncu-report: Nsight Compute profiles the cuda device, not {}", name_of(eval.device));
+    if (device != Device::cuda) fail("--ncu-report: Nsight Compute profiles the cuda device, not {}", name_of(device));
     if (options.ncu_launch_count < 1) fail("--ncu-launch-count: must be at least 1, not {}", options.ncu_launch_count);
     eval.ncu = make_ncu_wrap(options.ncu_metrics, options.ncu_launch_count, options.ncu_report);
     if (!eval.ncu) fail("--ncu-report: Nsight Compute (ncu) is not on PATH");
   }
-  eval.progress = &std::cerr;
-  const auto ceilings = cached_ceilings(eval.device, context.cache_dir, options.refresh_ceilings, &std::cerr);
-  eval.ceiling.copy_gbps = ceilings.copy_gbps;
-  eval.ceiling.bf16_tflops = ceilings.bf16_tflops;
-  eval.ceiling.fp8_tflops = ceilings.fp8_tflops;
-  eval.ceiling.int8_tops = ceilings.int8_tops;
   return eval;
 }
 

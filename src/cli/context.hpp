@@ -42,9 +42,11 @@ struct Context {
 };
 
 Context make_context(const CommonOptions& options);
-// Resolves `auto` (cuda when a GPU is usable, else cpu, saying why) and fills EvalOptions, including
-// the measured ceilings of the device.
-EvalOptions make_eval_options(const Context& context, const CommonOptions& options);
+// Resolves `auto` (cuda when a GPU is usable, else cpu, saying why), probes the sandbox, finds the
+// worker and reads (or measures) the device's ceilings.
+EvalEnvironment make_environment(const Context& context, const CommonOptions& options);
+// The settings of the command line's evaluations on `device`.
+EvalSettings make_settings(const CommonOptions& options, Device device);
 std::vector<Task> load_all_tasks(const Context& context);
 const Task& find_task(const std::vector<Task>& tasks, const std::string& name);
 

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/overhead.hpp"
-#include "timing/ceilings.hpp"
+#include "core/ceilings.hpp"
 
 using nlohmann::json;
 

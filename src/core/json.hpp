@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ceilings.hpp"
 #include "core/repeat.hpp"
 #include "core/trace.hpp"
 #include "core/worker_protocol.hpp"
@@ -33,8 +34,6 @@ void from_json(const nlohmann::json& j, TimedCallCheck& value);
 void to_json(nlohmann::json& j, const WorkerResult& value);
 void from_json(const nlohmann::json& j, WorkerResult& value);
 
-// timing/ceilings.hpp (declared here so that core does not include timing's header)
-struct Ceilings;
 void to_json(nlohmann::json& j, const Ceilings& value);
 void from_json(const nlohmann::json& j, Ceilings& value);
 

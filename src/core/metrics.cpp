@@ -8,18 +8,18 @@
 namespace d2k {
 namespace {
 
-double memory_floor_ms(double min_bytes, const Ceiling& ceiling) {
+double memory_floor_ms(double min_bytes, const Ceilings& ceiling) {
   return ceiling.copy_gbps > 0 ? min_bytes / (ceiling.copy_gbps * 1e9) * 1e3 : 0.0;
 }
 
-double compute_floor_ms(double flops, const Ceiling& ceiling, DType flops_dtype) {
+double compute_floor_ms(double flops, const Ceilings& ceiling, DType flops_dtype) {
   const auto rate = ceiling.matrix_rate(flops_dtype);
   return rate && *rate > 0 ? flops / (*rate * 1e12) * 1e3 : 0.0;
 }
 
 }  // namespace
 
-std::optional<double> Ceiling::matrix_rate(DType flops_dtype) const {
+std::optional<double> Ceilings::matrix_rate(DType flops_dtype) const {
   switch (flops_dtype) {
     case DType::f8e4m3: return fp8_tflops;
     case DType::i8: return int8_tops;
@@ -27,11 +27,11 @@ std::optional<double> Ceiling::matrix_rate(DType flops_dtype) const {
   }
 }
 
-double floor_ms(double flops, double min_bytes, const Ceiling& ceiling, DType flops_dtype) {
+double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype) {
   return std::max(memory_floor_ms(min_bytes, ceiling), compute_floor_ms(flops, ceiling, flops_dtype));
 }
 
-std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceiling& ceiling,
+std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceilings& ceiling,
                                        DType flops_dtype) {
   const double memory_ms = memory_floor_ms(min_bytes, ceiling);
   const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype);
@@ -48,7 +48,7 @@ std::optional<std::string> below_floor(double median_ms, double flops, double mi
 }
 
 Performance performance_of(const TimingSummary& solution, const std::optional<TimingSummary>& baseline,
-                           double flops, double min_bytes, const Ceiling& ceiling, DType flops_dtype) {
+                           double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype) {
   Performance p;
   p.solution = solution;
   p.baseline = baseline;

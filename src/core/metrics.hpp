@@ -5,30 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "core/ceilings.hpp"
 #include "core/dtype.hpp"
 #include "core/trace.hpp"
 
 namespace d2k {
 
-// The measured ceilings of the device a time was taken on.
-struct Ceiling {
-  double copy_gbps = 0.0;               // bytes read + written per second / 1e9, device-to-device copy
-  std::optional<double> bf16_tflops;    // dense matrix rates, 1e12 per second
-  std::optional<double> fp8_tflops;     // f8e4m3 in, fp32 accumulate
-  std::optional<double> int8_tops;      // i8 in, i32 accumulate
-
-  // The rate a task's FLOPs run at (Task::flops_dtype: bf16, f8e4m3 or i8); none when not measured.
-  std::optional<double> matrix_rate(DType flops_dtype) const;
-};
-
 // Speedup over the baseline, achieved rates and the fraction of the speed of light of one workload.
 Performance performance_of(const TimingSummary& solution, const std::optional<TimingSummary>& baseline,
-                           double flops, double min_bytes, const Ceiling& ceiling,
+                           double flops, double min_bytes, const Ceilings& ceiling,
                            DType flops_dtype = DType::bf16);
 
 // The speed-of-light time in milliseconds: the larger of the compute floor (FLOPs at the rate of
 // `flops_dtype`) and the memory floor (min_bytes at the copy bandwidth). 0 when no ceiling applies.
-double floor_ms(double flops, double min_bytes, const Ceiling& ceiling, DType flops_dtype = DType::bf16);
+double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype = DType::bf16);
 
 // A time below kFloorMargin * floor is impossible, not fast. The margin absorbs what the measured
 // ceilings miss: a hand-written copy kernel beats cudaMemcpy by a few percent, outputs that fit the
@@ -38,7 +28,7 @@ inline constexpr double kFloorMargin = 0.8;
 
 // Why a median time is impossible, with the numbers, or nullopt when it is possible (or no ceiling
 // applies).
-std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceiling& ceiling,
+std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceilings& ceiling,
                                        DType flops_dtype = DType::bf16);
 
 // Geometric mean of positive values; nullopt when empty.

@@ -13,10 +13,12 @@
 #include "core/file_bytes.hpp"
 #include "core/timestamp.hpp"
 #include "core/json.hpp"
+#include "core/metrics.hpp"
 #include "core/overhead.hpp"
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
+#include "reference/task_code.hpp"
 #include "reference/tensors.hpp"
 #include "reference/torch_device.hpp"
 #include "runner/process.hpp"
@@ -142,6 +144,34 @@ WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::str
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
 }
 
+// The eager reference timed on the workload's inputs (already drawn), once per process (`cache`).
+std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload, const TaskCode& code,
+                                           const TensorMap& inputs, const Scalars& scalars,
+                                           const EvalEnvironment& environment_, const EvalSettings& settings_,
+                                           std::map<std::string, TimingSummary>& baselines_) {
+  const auto key = task.name + "/" + workload.name;
+  if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
+  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
+  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
+  std::size_t set_bytes = 0;
+  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
+  const std::size_t budget = environment_.device == Device::cpu
+                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, settings_.timing.rotate_max_bytes)
+                                 : static_cast<std::size_t>(std::max<int64_t>(0, settings_.timing.rotate_max_bytes));
+  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(environment_.device), budget, settings_.timing);
+  std::vector<TensorMap> copies;
+  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, environment_.device, Precision::native));
+  std::size_t next = 0;
+  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
+  // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
+  const auto samples = measure(environment_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
+                               nullptr, settings_.timing);
+  auto summary = summarize(samples);
+  baselines_[key] = summary;
+  return summary;
+}
+
+
 }  // namespace
 
 std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
@@ -163,27 +193,23 @@ std::vector<const Workload*> select_workloads(const Task& task, const std::vecto
   return selected;
 }
 
-Evaluator::Evaluator(EvalOptions options) : options_(std::move(options)) {}
-
-void Evaluator::say(const std::string& line) const {
-  if (options_.progress) *options_.progress << line << std::endl;
-}
+Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
+    : environment_(environment), settings_(std::move(settings)), observer_(observer) {}
 
 std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solution) {
-  const auto workloads = select_workloads(task, options_.workloads, options_.include_hidden);
+  const auto workloads = select_workloads(task, settings_.workloads, settings_.include_hidden);
   if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
-  require_torch_device(options_.device);
+  require_torch_device(environment_.device);
 
   BuildOptions build_options;
-  build_options.device = options_.device;
-  build_options.cache_dir = options_.cache_dir;
-  build_options.abi_include_dir = options_.root / "include";
-  build_options.timeout_seconds = options_.build_timeout_seconds;
-  build_options.sandbox = options_.sandbox;
-  say(fmt::format("{}: building {}", task.name, solution.name));
+  build_options.device = environment_.device;
+  build_options.cache_dir = environment_.build_cache;
+  build_options.abi_include_dir = environment_.root / "include";
+  build_options.timeout_seconds = settings_.build_timeout_seconds;
+  build_options.sandbox = environment_.sandbox;
+  if (observer_) observer_->building(task, solution);
   const auto build = build_solution(solution, build_options);
-  say(fmt::format("{}: build {} in {:.1f} s{}", task.name, build.ok ? "ok" : "FAILED", build.seconds,
-                  build.cached ? " (cached)" : ""));
+  if (observer_) observer_->built(task, build);
 
   std::vector<Trace> traces;
   int index = 0;
@@ -195,8 +221,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
     traces.back().phases = phases_.phases();
     traces.back().wall_seconds = took.count();
-    say(fmt::format("[{}/{}] {} {}: {} in {:.1f} s", index, workloads.size(), task.name, workload->name,
-                    name_of(traces.back().status), took.count()));
+    if (observer_) observer_->finished({task, *workload, index, static_cast<int>(workloads.size()), took.count()}, traces.back());
   }
   return traces;
 }
@@ -207,15 +232,15 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   trace.task = task.name;
   trace.workload = workload.name;
   trace.solution = solution.name;
-  trace.device = options_.device;
-  trace.device_name = options_.device_name;
-  trace.seed = options_.seed;
+  trace.device = environment_.device;
+  trace.device_name = environment_.device_name;
+  trace.seed = settings_.seed;
   trace.timestamp = utc_timestamp();
   // Each progress line says how long the workload has taken so far: the harness's own cost shows.
   const auto started = std::chrono::steady_clock::now();
   const auto step = [&](const char* what) {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
-    say(fmt::format("[{}/{}] {} {}: {} (at {:.1f} s)", index, count, task.name, workload.name, what, elapsed.count()));
+    if (observer_) observer_->step({task, workload, index, count, elapsed.count()}, what);
   };
 
   if (!build.ok) {
@@ -229,27 +254,27 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto scalars = scalars_for(task, workload);
   step("inputs");
   phases_.next("inputs");
-  const auto inputs = make_inputs(task, *code, workload, options_.seed);
+  const auto inputs = make_inputs(task, *code, workload, settings_.seed);
 
   // A second draw, a few elements away from the first, run first in the same buffers: outputs that
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show. Deterministic
   // tasks run it twice and compare the bytes.
   phases_.next("second_inputs");
-  const auto second_inputs = make_second_inputs(task, *code, workload, inputs, second_seed(options_.seed));
+  const auto second_inputs = make_second_inputs(task, *code, workload, inputs, second_seed(settings_.seed));
 
   step("oracle");
   phases_.next("oracle");
-  const TensorMap want = oracle_of(task, *code, inputs, scalars, options_.device);
+  const TensorMap want = oracle_of(task, *code, inputs, scalars, environment_.device);
   phases_.next("second_oracle");
-  const TensorMap second_want = oracle_of(task, *code, second_inputs, scalars, options_.device);
+  const TensorMap second_want = oracle_of(task, *code, second_inputs, scalars, environment_.device);
 
   phases_.next("write_files");
-  ScratchDir dir(options_.scratch_dir, safe_name(task.name + "-" + workload.name));
+  ScratchDir dir(environment_.scratch_dir, safe_name(task.name + "-" + workload.name));
   WorkerRequest request;
   request.library = std::filesystem::absolute(build.library).string();
-  request.device = options_.device;
-  request.time = options_.time;
-  request.timing = options_.timing;
+  request.device = environment_.device;
+  request.time = settings_.time;
+  request.timing = settings_.timing;
   for (const auto& spec : task.inputs) {
     request.inputs.push_back(wire(spec, workload, "in-" + safe_name(spec.name) + ".bin"));
     write_span(inputs.at(spec.name), dir.path() / request.inputs.back().file);
@@ -264,30 +289,30 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     out << nlohmann::json(request).dump(2);
   }
 
-  step(options_.time ? "running and timing the solution" : "running the solution");
+  step(settings_.time ? "running and timing the solution" : "running the solution");
   ProcessSpec spec;
-  spec.argv = {options_.worker.string(), (dir.path() / "request.json").string()};
-  if (options_.ncu) {
-    std::vector<std::string> ncu = {options_.ncu->ncu.string()};
-    ncu.insert(ncu.end(), options_.ncu->args.begin(), options_.ncu->args.end());
+  spec.argv = {environment_.worker.string(), (dir.path() / "request.json").string()};
+  if (settings_.ncu) {
+    std::vector<std::string> ncu = {settings_.ncu->ncu.string()};
+    ncu.insert(ncu.end(), settings_.ncu->args.begin(), settings_.ncu->args.end());
     ncu.insert(ncu.end(), {"--log-file", (dir.path() / "ncu-report.txt").string()});
     spec.argv.insert(spec.argv.begin(), ncu.begin(), ncu.end());
   }
   spec.cwd = dir.path();
-  spec.timeout_seconds = options_.worker_timeout_seconds;
+  spec.timeout_seconds = settings_.worker_timeout_seconds;
   const std::string token = fresh_token();
   spec.stdin_data = token + "\n";
-  if (options_.sandbox) {
-    spec.sandbox = worker_sandbox(*options_.sandbox, options_.worker, build.library, dir.path(),
-                                  options_.device == Device::cuda, options_.worker_timeout_seconds);
-    if (options_.ncu) spec.sandbox->read.insert(spec.sandbox->read.end(), options_.ncu->read.begin(), options_.ncu->read.end());
+  if (environment_.sandbox) {
+    spec.sandbox = worker_sandbox(*environment_.sandbox, environment_.worker, build.library, dir.path(),
+                                  environment_.device == Device::cuda, settings_.worker_timeout_seconds);
+    if (settings_.ncu) spec.sandbox->read.insert(spec.sandbox->read.end(), settings_.ncu->read.begin(), settings_.ncu->read.end());
   }
   phases_.next("worker");
   const auto process = run_process(spec);
   trace.log = cap(process.output);
-  if (options_.ncu) {
+  if (settings_.ncu) {
     std::error_code ignored;  // no report: the caller says so, with this trace's log
-    std::filesystem::copy_file(dir.path() / "ncu-report.txt", options_.ncu->report,
+    std::filesystem::copy_file(dir.path() / "ncu-report.txt", settings_.ncu->report,
                                std::filesystem::copy_options::overwrite_existing, ignored);
   }
 
@@ -332,7 +357,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
 
   step("checking");
   phases_.next("read_outputs");
-  const TensorMap got = read_outputs(task, workload, request, dir.path(), "", options_.device);
+  const TensorMap got = read_outputs(task, workload, request, dir.path(), "", environment_.device);
   phases_.next("input_check");
   // Inputs are read-only but for the in-place outputs: compare what the worker left with what was sent,
   // for both draws.
@@ -365,12 +390,12 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     return trace;
   }
   phases_.next("second_check");
-  const auto second_got = read_outputs(task, workload, request, dir.path(), ".second", options_.device);
+  const auto second_got = read_outputs(task, workload, request, dir.path(), ".second", environment_.device);
   if (auto second = check(task, *code, scalars, second_got, second_want, result.guard_violations);
       second.status != Status::passed) {
     trace.status = second.status;
     trace.message = fmt::format("on a second draw of the inputs (about 1 in {} elements changed, seed {}): {}",
-                                kSecondDrawChange, second_seed(options_.seed), second.message);
+                                kSecondDrawChange, second_seed(settings_.seed), second.message);
     return trace;
   }
   if (!process.ok()) return trace;  // crashed while timing: runtime_error set above
@@ -379,10 +404,10 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     trace.message = *problem;
     return trace;
   }
-  if (options_.time && !request.deterministic) {
+  if (settings_.time && !request.deterministic) {
     // The timed calls of a task that may differ run to run bytewise: the last one is checked numerically.
     phases_.next("timed_check");
-    const auto timed_got = read_outputs(task, workload, request, dir.path(), ".timed", options_.device);
+    const auto timed_got = read_outputs(task, workload, request, dir.path(), ".timed", environment_.device);
     if (auto timed = check(task, *code, scalars, timed_got, want, result.guard_violations);
         timed.status != Status::passed) {
       trace.status = timed.status;
@@ -392,7 +417,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
 
   trace.status = Status::passed;
-  if (!options_.time) return trace;
+  if (!settings_.time) return trace;
   if (result.samples_ms.empty()) {
     trace.status = Status::runtime_error;
     trace.message = "the worker returned no timing samples";
@@ -400,47 +425,23 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   const double flops = flops_of(task, workload), min_bytes = min_bytes_of(task, workload);
   const auto summary = summarize(result.samples_ms);
-  if (const auto impossible = below_floor(summary.median_ms, flops, min_bytes, options_.ceiling, task.flops_dtype)) {
+  if (const auto impossible = below_floor(summary.median_ms, flops, min_bytes, environment_.ceilings, task.flops_dtype)) {
     // Faster than the machine can go: the timer was cheated somehow; no speedup is reported.
     trace.status = Status::rejected;
     trace.message = *impossible;
     return trace;
   }
   std::optional<TimingSummary> baseline;
-  if (options_.baseline) {
+  if (settings_.baseline) {
     step("timing the eager baseline");
     phases_.next(kBaselineTimingPhase);
-    baseline = baseline_time(task, workload, *code, inputs, scalars);
+    baseline = baseline_time(task, workload, *code, inputs, scalars, environment_, settings_, baselines_);
   }
-  trace.performance = performance_of(summary, baseline, flops, min_bytes, options_.ceiling, task.flops_dtype);
+  trace.performance = performance_of(summary, baseline, flops, min_bytes, environment_.ceilings, task.flops_dtype);
   trace.performance->rotation_sets = result.rotation_sets;
   trace.performance->rotation_bytes = result.rotation_bytes;
   return trace;
 }
 
-std::optional<TimingSummary> Evaluator::baseline_time(const Task& task, const Workload& workload,
-                                                     const TaskCode& code, const TensorMap& inputs,
-                                                     const Scalars& scalars) {
-  const auto key = task.name + "/" + workload.name;
-  if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
-  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
-  std::size_t set_bytes = 0;
-  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
-  const std::size_t budget = options_.device == Device::cpu
-                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, options_.timing.rotate_max_bytes)
-                                 : static_cast<std::size_t>(std::max<int64_t>(0, options_.timing.rotate_max_bytes));
-  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(options_.device), budget, options_.timing);
-  std::vector<TensorMap> copies;
-  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, options_.device, Precision::native));
-  std::size_t next = 0;
-  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
-  // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(options_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
-                               nullptr, options_.timing);
-  auto summary = summarize(samples);
-  baselines_[key] = summary;
-  return summary;
-}
 
 }  // namespace d2k

@@ -7,16 +7,15 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "core/metrics.hpp"
 #include "core/task.hpp"
 #include "core/trace.hpp"
 #include "core/worker_protocol.hpp"
+#include "eval/environment.hpp"
+#include "eval/observer.hpp"
 #include "eval/phase_clock.hpp"
-#include "reference/task_code.hpp"
 #include "runner/builder.hpp"
 
 namespace d2k {
@@ -31,47 +30,42 @@ struct NcuWrap {
   std::filesystem::path report;              // where its report (--log-file) is copied after the workload
 };
 
-struct EvalOptions {
-  Device device = Device::cpu;
+// How evaluations run: which workloads, the seed, what is timed and how. The command line fills it once
+// (cli/), the agent's tools copy it and narrow the workloads.
+struct EvalSettings {
   std::vector<std::string> workloads;  // names to run; empty: all published ones
   bool include_hidden = false;         // final evaluation: the hidden workloads too
   uint64_t seed = 1;
-  bool time = true;       // time the solution (and the baseline)
+  bool time = true;       // time the solution (and the baselines)
   bool baseline = true;   // time the eager baseline too
   TimingConfig timing;
   double worker_timeout_seconds = 120.0;
   double build_timeout_seconds = 300.0;
-  std::filesystem::path root;         // holds tasks/ and include/d2k/solution.h
-  std::filesystem::path cache_dir;    // solution builds
-  std::filesystem::path scratch_dir;  // worker request folders, removed after each evaluation
-  std::filesystem::path worker;       // the d2k-worker executable
-  std::optional<Sandbox> sandbox;     // builds and workers run in it (its mode and launcher)
-  Ceiling ceiling;
-  std::string device_name;
-  std::ostream* progress = nullptr;   // one line per step, for people
   std::optional<NcuWrap> ncu;         // profile the worker (cuda only)
 };
 
 class Evaluator {
  public:
-  explicit Evaluator(EvalOptions options);
+  // `environment` must outlive the evaluator; `observer` may be null (nothing is reported).
+  Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer = nullptr);
 
   // One trace per selected workload, in the task's order. Throws d2k::Error only for harness
   // problems (an unknown workload name, a task without a reference); solution failures are traces.
   std::vector<Trace> evaluate(const Task& task, const Solution& solution);
 
   // The seed of the next evaluations' input draws (repeated runs draw fresh inputs each time).
-  void set_seed(uint64_t seed) { options_.seed = seed; }
+  void set_seed(uint64_t seed) { settings_.seed = seed; }
+
+  const EvalEnvironment& environment() const { return environment_; }
+  const EvalSettings& settings() const { return settings_; }
 
  private:
   Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
                           const BuildResult& build, int index, int count);
-  // The eager reference timed on the workload's inputs (already drawn), once per process.
-  std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload, const TaskCode& code,
-                                             const TensorMap& inputs, const Scalars& scalars);
-  void say(const std::string& line) const;
 
-  EvalOptions options_;
+  const EvalEnvironment& environment_;
+  EvalSettings settings_;
+  EvalObserver* observer_;
   std::map<std::string, TimingSummary> baselines_;  // "<task>/<workload>": timed once per process
   PhaseClock phases_;                               // of the workload being evaluated
 };

@@ -1,6 +1,4 @@
-// The machine's measured ceilings, the denominators of speed of light: how fast memory can be
-// copied and how fast dense bf16 matrix products run. Measured, not taken from a datasheet, because
-// clocks, power limits and the memory system differ from machine to machine.
+// Measuring the machine's ceilings (core/ceilings.hpp) and caching them per GPU.
 #pragma once
 
 #include <filesystem>
@@ -8,23 +6,10 @@
 #include <ostream>
 #include <string>
 
+#include "core/ceilings.hpp"
 #include "core/device.hpp"
 
 namespace d2k {
-
-struct Ceilings {
-  std::string device_name;
-  std::string device_id;              // see timing/device_info.hpp
-  double copy_gbps = 0;               // bytes read + bytes written per second, in 1e9 bytes
-  std::optional<double> bf16_tflops;  // dense bf16 in, fp32 accumulate; none on the cpu device
-  std::optional<double> fp8_tflops;   // dense f8e4m3 in, fp32 accumulate (cuBLASLt); none on the cpu device
-  std::optional<double> int8_tops;    // dense i8 in, i32 accumulate (cuBLASLt); none on the cpu device
-  // How cuBLASLt was asked for the fp8 and int8 rates (LtConfig::describe() of timing/ceilings_lt.hpp):
-  // empty where the rate is unknown.
-  std::string fp8_config;
-  std::string int8_config;
-  std::string measured_at;            // ISO 8601, UTC
-};
 
 // cuda: the median of device-to-device copies of 1 GiB, of cuBLAS 8192^3 bf16 products and of
 // cuBLASLt 8192^3 fp8 (e4m3) and int8 products, all on random data; a one-byte rate comes from the

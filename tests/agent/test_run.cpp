@@ -1,5 +1,6 @@
 // The agent loop end to end in one process: a scripted in-process model, the real tools and the real
 // evaluator on the cpu device (moe/topk_softmax: small and quick), the real run folder.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -55,15 +56,16 @@ struct Fixture {
     dir = fs::temp_directory_path() / fmt::format("d2k-agent-run-{}-{}", name, ::getpid());
     fs::remove_all(dir);
     setup.task = &task();
+    auto& v = setup.environment;
+    v.device = Device::cpu;
+    v.root = kRoot;
+    v.build_cache = fs::temp_directory_path() / fmt::format("d2k-agent-builds-{}", ::getuid());
+    v.scratch_dir = dir / "scratch";
+    fs::create_directories(v.scratch_dir);
+    v.worker = D2K_WORKER_PATH;
+    v.device_name = "test cpu";
+    v.ceilings.copy_gbps = 10;
     auto& e = setup.eval;
-    e.device = Device::cpu;
-    e.root = kRoot;
-    e.cache_dir = fs::temp_directory_path() / fmt::format("d2k-agent-builds-{}", ::getuid());
-    e.scratch_dir = dir / "scratch";
-    fs::create_directories(e.scratch_dir);
-    e.worker = D2K_WORKER_PATH;
-    e.device_name = "test cpu";
-    e.ceiling.copy_gbps = 10;
     e.timing.max_seconds = 0.02;
     e.timing.min_samples = 2;
     e.timing.warmup = 0;

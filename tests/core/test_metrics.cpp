@@ -7,7 +7,7 @@ namespace {
 
 TEST(Metrics, MemoryBoundWorkload) {
   // 67.1 MB at 4203 GB/s is a 15.97 us floor; 18.2 us achieved is 87.7% of it.
-  const Ceiling h200{4203.0, 773.0};
+  const Ceilings h200{.copy_gbps = 4203.0, .bf16_tflops = 773.0};
   const TimingSummary solution{0.0182, 0, 0, 0, 0, 10};
   const TimingSummary eager{0.1451, 0, 0, 0, 0, 10};
   const auto p = performance_of(solution, eager, 5.0 * 2048 * 4096, 67117056.0, h200);
@@ -17,19 +17,19 @@ TEST(Metrics, MemoryBoundWorkload) {
 }
 
 TEST(Metrics, ComputeBoundFloorWins) {
-  const Ceiling c{4000.0, 800.0};
+  const Ceilings c{.copy_gbps = 4000.0, .bf16_tflops = 800.0};
   // 1 TFLOP over 1 MB: the compute floor (1.25 ms) is far above the memory floor.
   EXPECT_NEAR(floor_ms(1e12, 1e6, c), 1.25, 1e-12);
 }
 
 TEST(Metrics, NoBaselineNoSpeedupAndNoCeilingNoSol) {
-  const auto p = performance_of(TimingSummary{1.0, 0, 0, 0, 0, 1}, std::nullopt, 0, 1e6, Ceiling{});
+  const auto p = performance_of(TimingSummary{1.0, 0, 0, 0, 0, 1}, std::nullopt, 0, 1e6, Ceilings{});
   EXPECT_FALSE(p.speedup.has_value());
   EXPECT_FALSE(p.sol_fraction.has_value());
 }
 
 TEST(Metrics, TheComputeFloorUsesTheTasksMatrixRate) {
-  Ceiling c{4000.0, 800.0};
+  Ceilings c{.copy_gbps = 4000.0, .bf16_tflops = 800.0};
   c.fp8_tflops = 1600.0;
   c.int8_tops = 1500.0;
   // 16 TFLOP over 1 MB: 20 ms at the bf16 rate, 10 ms at fp8, 10.67 ms at int8.
@@ -44,7 +44,7 @@ TEST(Metrics, TheComputeFloorUsesTheTasksMatrixRate) {
 }
 
 TEST(Metrics, BelowFloorRejectsOnlyImpossibleTimesAndShowsTheNumbers) {
-  const Ceiling h200{4000.0, 800.0};
+  const Ceilings h200{.copy_gbps = 4000.0, .bf16_tflops = 800.0};
   // 67.1 MB at 4000 GB/s: a floor of 16.78 us; the boundary is 80% of it, 13.42 us.
   const double bytes = 67108864.0, floor = bytes / 4000e9 * 1e3;
   EXPECT_FALSE(below_floor(floor, 0, bytes, h200).has_value());
@@ -59,7 +59,7 @@ TEST(Metrics, BelowFloorRejectsOnlyImpossibleTimesAndShowsTheNumbers) {
   ASSERT_TRUE(compute.has_value());
   EXPECT_NE(compute->find("1000 GFLOP at the measured bf16 rate of 800 TFLOP/s"), std::string::npos) << *compute;
   // No ceiling, no floor: nothing is impossible.
-  EXPECT_FALSE(below_floor(1e-9, 1e12, 1e9, Ceiling{}).has_value());
+  EXPECT_FALSE(below_floor(1e-9, 1e12, 1e9, Ceilings{}).has_value());
 }
 
 TEST(Metrics, Geomean) {

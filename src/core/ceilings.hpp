@@ -1,0 +1,31 @@
+// The machine's measured ceilings, the denominators of speed of light: how fast memory can be copied
+// and how fast dense matrix products run. Measured (timing/ceilings.hpp), not taken from a datasheet,
+// because clocks, power limits and the memory system differ from machine to machine.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace d2k {
+
+struct Ceilings {
+  std::string device_name;
+  std::string device_id;              // see timing/device_info.hpp
+  double copy_gbps = 0;               // bytes read + bytes written per second, in 1e9 bytes
+  std::optional<double> bf16_tflops;  // dense bf16 in, fp32 accumulate; none on the cpu device
+  std::optional<double> fp8_tflops;   // dense f8e4m3 in, fp32 accumulate (cuBLASLt); none on the cpu device
+  std::optional<double> int8_tops;    // dense i8 in, i32 accumulate (cuBLASLt); none on the cpu device
+  // How cuBLASLt was asked for the fp8 and int8 rates (LtConfig::describe() of timing/ceilings_lt.hpp):
+  // empty where the rate is unknown.
+  std::string fp8_config;
+  std::string int8_config;
+  std::string measured_at;            // ISO 8601, UTC
+
+  // The rate a task's FLOPs run at (Task::flops_dtype: bf16, f8e4m3 or i8), in 1e12 per second; none
+  // when not measured.
+  std::optional<double> matrix_rate(DType flops_dtype) const;
+};
+
+}  // namespace d2k
