@@ -71,7 +71,8 @@ void from_json(const json& j, DType& value) {
 
 void to_json(json& j, const WireTensor& value) {
   j = json{{"name", value.name},     {"dtype", value.dtype}, {"shape", value.shape},
-           {"strides", value.strides}, {"file", value.file},   {"inplace", value.inplace}};
+           {"strides", value.strides}, {"inplace", value.inplace}, {"prepare", value.prepare},
+           {"perturb", value.perturb}};
 }
 void from_json(const json& j, WireTensor& value) {
   expect_object(j, "tensor");
@@ -84,8 +85,9 @@ void from_json(const json& j, WireTensor& value) {
   if (value.strides.size() != value.shape.size()) {
     fail("tensor '{}': {} strides for {} dimensions", value.name, value.strides.size(), value.shape.size());
   }
-  read_field(j, "file", value.file);
   read_optional(j, "inplace", value.inplace);
+  read_optional(j, "prepare", value.prepare);
+  read_optional(j, "perturb", value.perturb);
 }
 
 void to_json(json& j, const WireScalar& value) {
@@ -123,13 +125,18 @@ void from_json(const json& j, TimingConfig& value) {
 }
 
 void to_json(json& j, const WorkerRequest& value) {
-  j = json{{"library", value.library}, {"device", value.device},   {"inputs", value.inputs},
-           {"outputs", value.outputs}, {"scalars", value.scalars}, {"time", value.time},
-           {"deterministic", value.deterministic}, {"timing", value.timing},
-           {"second_inputs", value.second_inputs}};
+  j = json{{"token", value.token},           {"library", value.library},
+           {"device", value.device},         {"inputs", value.inputs},
+           {"outputs", value.outputs},       {"scalars", value.scalars},
+           {"time", value.time},             {"deterministic", value.deterministic},
+           {"second_draw", value.second_draw}, {"timing", value.timing},
+           {"digest_key", value.digest_key}, {"patch_seed", value.patch_seed},
+           {"patch_swaps", value.patch_swaps}, {"sample_seed", value.sample_seed},
+           {"sampled_calls", value.sampled_calls}};
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
+  read_field(j, "token", value.token);
   read_field(j, "library", value.library);
   read_field(j, "device", value.device);
   read_optional(j, "inputs", value.inputs);
@@ -137,8 +144,13 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "scalars", value.scalars);
   read_optional(j, "time", value.time);
   read_optional(j, "deterministic", value.deterministic);
+  read_optional(j, "second_draw", value.second_draw);
   read_optional(j, "timing", value.timing);
-  read_optional(j, "second_inputs", value.second_inputs);
+  read_optional(j, "digest_key", value.digest_key);
+  read_optional(j, "patch_seed", value.patch_seed);
+  read_optional(j, "patch_swaps", value.patch_swaps);
+  read_optional(j, "sample_seed", value.sample_seed);
+  read_optional(j, "sampled_calls", value.sampled_calls);
 }
 
 void to_json(json& j, const GuardViolation& value) {
@@ -151,59 +163,66 @@ void from_json(const json& j, GuardViolation& value) {
   read_field(j, "bytes", value.bytes);
 }
 
-void to_json(json& j, const TimedCallCheck& value) {
-  j = json{{"calls", value.calls},
-           {"mismatched_calls", value.mismatched_calls},
-           {"first_call", value.first_call},
-           {"first_set", value.first_set},
-           {"first_output", value.first_output},
-           {"first_bytes", value.first_bytes},
-           {"modified_inputs", value.modified_inputs}};
-}
-void from_json(const json& j, TimedCallCheck& value) {
-  expect_object(j, "timed check");
-  read_optional(j, "calls", value.calls);
-  read_optional(j, "mismatched_calls", value.mismatched_calls);
-  read_optional(j, "first_call", value.first_call);
-  read_optional(j, "first_set", value.first_set);
-  read_optional(j, "first_output", value.first_output);
-  read_optional(j, "first_bytes", value.first_bytes);
-  read_optional(j, "modified_inputs", value.modified_inputs);
+void to_json(json& j, Stage value) { j = std::string(name_of(value)); }
+void from_json(const json& j, Stage& value) {
+  std::optional<Stage> parsed = j.is_string() ? parse_stage(j.get<std::string>()) : std::nullopt;
+  if (!parsed) fail("unknown worker stage {}", shown(j));
+  value = *parsed;
 }
 
-void to_json(json& j, const WorkerResult& value) {
-  j = json{{"status", value.status},
-           {"phase", value.phase},
-           {"message", value.message},
-           {"guard_violations", value.guard_violations},
-           {"samples_ms", value.samples_ms},
-           {"device_name", value.device_name},
+void to_json(json& j, WorkerStatus value) { j = std::string(name_of(value)); }
+void from_json(const json& j, WorkerStatus& value) {
+  std::optional<WorkerStatus> parsed = j.is_string() ? parse_worker_status(j.get<std::string>()) : std::nullopt;
+  if (!parsed) fail("unknown worker status {}", shown(j));
+  value = *parsed;
+}
+
+void to_json(json& j, const WorkerFailure& value) {
+  j = json{{"status", value.status}, {"stage", value.stage}, {"message", value.message}};
+}
+void from_json(const json& j, WorkerFailure& value) {
+  expect_object(j, "failure");
+  read_field(j, "status", value.status);
+  read_field(j, "stage", value.stage);
+  read_field(j, "message", value.message);
+}
+
+void to_json(json& j, const KernelClockReport& value) {
+  j = json{{"available", value.available},         {"unavailable", value.unavailable},
+           {"event_ms", value.event_ms},           {"kernel_ms", value.kernel_ms},
+           {"other_streams", value.other_streams}, {"contexts_created", value.contexts_created}};
+}
+void from_json(const json& j, KernelClockReport& value) {
+  expect_object(j, "kernel clock");
+  read_optional(j, "available", value.available);
+  read_optional(j, "unavailable", value.unavailable);
+  read_optional(j, "event_ms", value.event_ms);
+  read_optional(j, "kernel_ms", value.kernel_ms);
+  read_optional(j, "other_streams", value.other_streams);
+  read_optional(j, "contexts_created", value.contexts_created);
+}
+
+void to_json(json& j, const TimingReport& value) {
+  j = json{{"samples_ms", value.samples_ms},
+           {"calls", value.calls},
            {"rotation_sets", value.rotation_sets},
            {"rotation_bytes", value.rotation_bytes},
-           {"timed_check", value.timed_check},
+           {"noop_samples", value.noop_samples},
            {"clocks", value.clocks ? json(*value.clocks) : json(nullptr)},
-           {"phases", value.phases},
-           {"token", value.token}};
+           {"kernel_clock", value.kernel_clock ? json(*value.kernel_clock) : json(nullptr)}};
 }
-void from_json(const json& j, WorkerResult& value) {
-  expect_object(j, "result");
-  read_field(j, "status", value.status);
-  read_optional(j, "phase", value.phase);
-  read_optional(j, "message", value.message);
-  read_optional(j, "guard_violations", value.guard_violations);
+void from_json(const json& j, TimingReport& value) {
+  expect_object(j, "timing report");
   read_optional(j, "samples_ms", value.samples_ms);
-  read_optional(j, "device_name", value.device_name);
+  read_optional(j, "calls", value.calls);
   read_optional(j, "rotation_sets", value.rotation_sets);
   read_optional(j, "rotation_bytes", value.rotation_bytes);
-  read_optional(j, "timed_check", value.timed_check);
+  read_optional(j, "noop_samples", value.noop_samples);
   value.clocks.reset();
-  if (j.contains("clocks") && !j.at("clocks").is_null()) {
-    GpuClocks clocks;
-    read_field(j, "clocks", clocks);
-    value.clocks = clocks;
-  }
-  read_optional(j, "phases", value.phases);
-  read_optional(j, "token", value.token);
+  if (j.contains("clocks") && !j.at("clocks").is_null()) value.clocks = j.at("clocks").get<GpuClocks>();
+  value.kernel_clock.reset();
+  if (j.contains("kernel_clock") && !j.at("kernel_clock").is_null())
+    value.kernel_clock = j.at("kernel_clock").get<KernelClockReport>();
 }
 
 // Ceilings ---------------------------------------------------------------------------------------
@@ -366,7 +385,8 @@ void to_json(nlohmann::json& j, const Trace& t) {
   j = {{"task", t.task}, {"workload", t.workload}, {"solution", t.solution}, {"device", t.device},
        {"device_name", t.device_name}, {"status", t.status}, {"message", t.message}, {"seed", t.seed},
        {"comparisons", t.comparisons}, {"performance", optional(t.performance)}, {"timestamp", t.timestamp},
-       {"clocks", optional(t.clocks)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"log", t.log}};
+       {"clocks", optional(t.clocks)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"warnings", t.warnings},
+       {"log", t.log}};
 }
 void to_json(nlohmann::json& j, const Overhead& o) {
   j = {{"workloads", o.workloads}, {"wall_seconds", o.wall_seconds},
@@ -390,6 +410,7 @@ void from_json(const nlohmann::json& j, Trace& t) {
   optional_from(j, "clocks", t.clocks);
   if (j.contains("phases")) t.phases = j.at("phases").get<std::vector<Phase>>();
   t.wall_seconds = j.value("wall_seconds", 0.0);
+  if (j.contains("warnings")) t.warnings = j.at("warnings").get<std::vector<std::string>>();
   t.log = j.at("log");
 }
 

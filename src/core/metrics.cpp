@@ -31,20 +31,19 @@ double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType f
   return std::max(memory_floor_ms(min_bytes, ceiling), compute_floor_ms(flops, ceiling, flops_dtype));
 }
 
-std::optional<std::string> below_floor(double median_ms, double flops, double min_bytes, const Ceilings& ceiling,
-                                       DType flops_dtype) {
+std::optional<std::string> below_floor(double median_ms, double fraction, double flops, double min_bytes,
+                                       const Ceilings& ceiling, DType flops_dtype) {
   const double memory_ms = memory_floor_ms(min_bytes, ceiling);
   const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype);
   const double floor = std::max(memory_ms, compute_ms);
-  if (floor <= 0 || median_ms >= kFloorMargin * floor) return std::nullopt;
+  if (floor <= 0 || median_ms >= fraction * floor) return std::nullopt;
   const std::string why =
       memory_ms >= compute_ms
           ? fmt::format("{:.4g} MB at the measured copy bandwidth of {:.4g} GB/s", min_bytes / 1e6, ceiling.copy_gbps)
           : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.4g} TFLOP/s", flops / 1e9, name_of(flops_dtype),
                         *ceiling.matrix_rate(flops_dtype));
-  return fmt::format("median time {:.4g} ms is below the speed-of-light floor of {:.4g} ms ({}); times under {:.0f}% "
-                     "of the floor are impossible",
-                     median_ms, floor, why, kFloorMargin * 100);
+  return fmt::format("median time {:.4g} ms is {:.0f}% of the speed-of-light floor of {:.4g} ms ({})", median_ms,
+                     100.0 * median_ms / floor, floor, why);
 }
 
 Performance performance_of(const TimingSummary& solution, const std::optional<TimingSummary>& baseline,

@@ -48,6 +48,11 @@ struct TensorSpec {
   InputInit init;        // inputs only
   bool inplace = false;  // outputs only: the output is the input of the same name, updated in place
   Tolerance tolerance;   // outputs only
+  // Inputs only: d2k_prepare may see it (weights); the others hold poison while it runs.
+  bool prepare = false;
+  // Inputs only: timed calls see it with a few elements swapped (core/call_patch.hpp); by default the
+  // floating inputs prepare does not see.
+  bool perturb = false;
 };
 
 struct ScalarSpec {

@@ -358,6 +358,7 @@ class TaskReader {
       TensorSpec spec = read_tensor(fields);
       if (task_.find_input(spec.name)) source_.bad(fields.need("name"), fields.path("name"), "another input has this name");
       if (const toml::node* init = fields.find("init")) spec.init = parse_init(source_, *init, fields.path("init"), {});
+      spec.perturb = is_floating(spec.dtype) && !spec.prepare;
       task_.inputs.push_back(std::move(spec));
     }
     if (task_.inputs.empty()) source_.error(&node, "inputs", "a task needs at least one input");

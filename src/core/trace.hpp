@@ -111,6 +111,9 @@ struct Trace {
   std::optional<GpuClocks> clocks;  // cuda: around the solution's timed calls
   std::vector<Phase> phases;        // where the wall time of evaluating the workload went
   double wall_seconds = 0.0;        // the whole evaluation of the workload
+  // What a person should know about a passed trace: throttled clocks, a time faster than the speed of
+  // light that the warm L2 explains, a check that could not run.
+  std::vector<std::string> warnings;
 };
 
 }  // namespace d2k

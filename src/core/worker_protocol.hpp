@@ -1,13 +1,21 @@
-// What the orchestrator and a worker process say to each other. The orchestrator writes a
-// WorkerRequest as request.json into a fresh directory, with one raw file per input; it starts
-// `d2k-worker <dir>/request.json`, a fresh token on its stdin; the worker writes one raw file per output
-// and a WorkerResult as result.json, the token in it. Reference outputs are never in that directory, so
-// they never reach the worker.
+// What the orchestrator and a worker process say to each other (docs/integrity.md says why it is shaped
+// so). Nothing goes through files: the orchestrator writes a control stream to the worker's stdin (the
+// request, then the raw bytes of each input draw); the worker writes an evidence stream on its fd 3 (a
+// frame right after each call whose results it carries) and logs on stderr. Both streams are frames:
+//
+//   header: magic "D2K2", kind, seq (0, 1, 2, ... per stream), payload size, the evaluation's token
+//   payload: u32 size of a JSON object (the frame's fields), the JSON, then raw bytes (tensor data)
+//
+// Reference outputs never reach the worker. The solution runs in the worker's process, so it could write
+// frames of its own on fd 3: the orchestrator accepts only frames with the token, in seq order, of the
+// kinds expected at that point, and nothing after `end`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/device.hpp"
@@ -16,13 +24,80 @@
 
 namespace d2k {
 
+// The worker's side of the channels. The child gets the evidence pipe as fd 3; before the solution is
+// loaded the worker moves both streams to these numbers (which its seccomp filter then protects from
+// close and dup2), puts /dev/null on stdin and points stdout at stderr.
+inline constexpr int kChildEvidenceFd = 3;
+inline constexpr int kControlFd = 1000;
+inline constexpr int kEvidenceFd = 1001;
+
+inline constexpr uint32_t kFrameMagic = 0x324b3244;  // "D2K2" little-endian
+inline constexpr std::size_t kTokenBytes = 16;
+using Token = std::array<uint8_t, kTokenBytes>;
+
+enum class FrameKind : uint32_t {
+  // orchestrator -> worker
+  request = 1,  // fields: the WorkerRequest
+  input = 2,    // fields: {draw: 1 or 2, input}; raw: its bytes (span * size of its dtype)
+  // worker -> orchestrator
+  stage = 10,    // fields: {stage, seconds}: the worker begins `stage`; the step before it took `seconds`
+  clock = 11,    // fields: {mark, calls}: the orchestrator notes when it arrives (outside clock)
+  outputs = 12,  // fields: {draw, call}; raw: every output's bytes, in request order
+  digests = 13,  // fields: {what, digests}: keyed digests (core/keyed_digest.hpp) of tensors in place
+  timing = 14,   // fields: the TimingReport
+  failure = 15,  // fields: the WorkerFailure; the stage it names is where the solution failed
+  end = 16,      // fields: {device_name, guard_violations}: the worker's last frame
+};
+std::string_view name_of(FrameKind kind);
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint32_t kind = 0;
+  uint64_t seq = 0;
+  uint64_t size = 0;  // payload bytes
+  Token token{};
+};
+static_assert(sizeof(FrameHeader) == 40, "the header is written as raw bytes");
+
+// The worker's steps, in order. A failure names the step it happened in; the evidence stream says which
+// steps the worker began.
+enum class Stage {
+  setup,         // reading the request and the inputs, device, buffers, copies for the timed calls
+  noop_timing,   // the timing loop with nothing called: the harness's own cost per call (outside clock)
+  load,          // dlopen, the entry points, the libraries it brought
+  workspace,
+  prepare,       // sees only the inputs the task lets it see
+  second_draw,   // the second draw, in the buffers the first draw takes next
+  repeat,        // deterministic tasks: the second draw again, outputs poisoned between
+  run,           // the checked call, on the first draw
+  timing,        // the timed calls, each on freshly patched inputs
+  verification,  // cuda: a few more calls under a second clock (CUPTI)
+  noop_call,     // the solution not called at all: outputs must not change
+  release,
+  done,
+};
+std::string_view name_of(Stage stage);
+std::optional<Stage> parse_stage(std::string_view name);
+
+// Marks of the outside clock (FrameKind::clock): the orchestrator times the interval between begin and
+// end by its own clock, with the number of timed calls in it.
+enum class ClockMark { noop_begin, noop_end, timed_begin, timed_end };
+std::string_view name_of(ClockMark mark);
+std::optional<ClockMark> parse_clock_mark(std::string_view name);
+
+// Which call an outputs frame carries.
+enum class Draw { second, checked, timed };
+std::string_view name_of(Draw draw);
+std::optional<Draw> parse_draw(std::string_view name);
+
 struct WireTensor {
   std::string name;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // elements
-  std::string file;  // relative to the request's directory: span * size_of(dtype) raw bytes
   bool inplace = false;  // outputs: the input of the same name, updated in place
+  bool prepare = false;  // inputs: d2k_prepare may see it (weights); the others hold poison during prepare
+  bool perturb = false;  // inputs: timed calls see it with a few elements swapped (core/call_patch.hpp)
 };
 
 struct WireScalar {
@@ -54,23 +129,33 @@ struct TimingConfig {
 inline int default_min_samples(Device device) { return device == Device::cuda ? 50 : 10; }
 
 struct WorkerRequest {
+  std::string token;    // 32 hex digits: every evidence frame carries it (FrameHeader::token)
   std::string library;  // absolute path of the solution's shared object
   Device device = Device::cpu;
   std::vector<WireTensor> inputs;
   std::vector<WireTensor> outputs;
   std::vector<WireScalar> scalars;
-  bool time = true;  // false: the correctness call only
-  // The op gives the same bytes for the same inputs (task.toml `deterministic`): every timed call's
-  // outputs must equal the correctness call's bytewise, and the second draw runs twice, outputs
-  // re-poisoned between, the two runs compared bytewise in the worker. When false, the last timed
-  // call's outputs come back as <output file>.timed (checked with the tolerance).
+  bool time = true;  // false: the checked call only
+  // The op gives the same bytes for the same inputs (task.toml `deterministic`): the second draw runs
+  // twice, outputs poisoned between, and the two runs must agree bytewise.
   bool deterministic = true;
+  bool second_draw = true;  // a second draw of the inputs follows the first in the control stream
   TimingConfig timing;
-  // A second draw of the inputs, one file per input in `inputs` order (none: no second draw). The
-  // worker first runs the solution on it, in the same buffers the first draw then takes, and writes
-  // its outputs as <output file>.second: a solution that caches by address returns stale outputs.
-  std::vector<std::string> second_inputs;
+  uint64_t digest_key = 0;     // keys every digest the worker sends (core/keyed_digest.hpp)
+  uint64_t patch_seed = 0;     // the timed calls' patches (core/call_patch.hpp)
+  int patch_swaps = 8;         // swaps per perturbable input per timed call
+  uint64_t sample_seed = 0;    // which timed calls' outputs come back
+  int sampled_calls = 2;       // timed calls whose outputs come back, besides the last one
 };
+
+// Elements from the first to one past the last addressable element: 1 + sum((shape_i - 1) * stride_i),
+// 0 when any dimension is 0, 1 for a scalar (rank 0).
+int64_t span_of(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+std::size_t span_bytes(const WireTensor& tensor);
+// The input that an in-place output updates; nullptr when there is none.
+const WireTensor* inplace_input(const WorkerRequest& request, const WireTensor& output);
+// Whether an in-place output updates this input (so it may change).
+bool inplace_output(const WorkerRequest& request, const WireTensor& input);
 
 struct GuardViolation {
   std::string tensor;
@@ -78,37 +163,89 @@ struct GuardViolation {
   int64_t bytes = 0;  // how many guard bytes were changed
 };
 
-// What the worker found checking the timed calls: every call's outputs against the correctness call's
-// (bytewise, for deterministic ops), and the rotated copies' read-only inputs against the originals.
-struct TimedCallCheck {
-  int64_t calls = 0;             // timed and warm-up calls whose outputs were compared
-  int64_t mismatched_calls = 0;
-  int64_t first_call = -1;       // 1-based index of the first mismatched call (warm-up calls first)
-  int first_set = -1;            // the copy it used (0: the correctness call's tensors)
-  std::string first_output;
-  int64_t first_bytes = 0;       // bytes of that output that differed
-  std::vector<std::string> modified_inputs;  // "'x' of copy 3"
+enum class WorkerStatus { ok, runtime_error, rejected };
+std::string_view name_of(WorkerStatus status);
+std::optional<WorkerStatus> parse_worker_status(std::string_view name);
+
+// The solution failed (runtime_error) or was caught (rejected) in `stage`.
+struct WorkerFailure {
+  WorkerStatus status = WorkerStatus::runtime_error;
+  Stage stage = Stage::setup;
+  std::string message;
 };
 
-struct WorkerResult {
-  // ok: the outputs are written (and timed when asked); runtime_error: the solution failed to load or
-  // a call reported or caused an error; rejected: it was caught doing what it must not (threads left
-  // running after a call); the phase says where.
-  std::string status = "ok";
-  std::string phase;    // load | workspace | prepare | second_draw | repeat | run | timing | release
-  std::string message;
-  std::vector<GuardViolation> guard_violations;
-  std::vector<double> samples_ms;  // one per timed call
-  std::string device_name;
-  int rotation_sets = 0;           // copies the timed calls cycled through (0: not timed)
-  int64_t rotation_bytes = 0;      // their tensor bytes together
-  TimedCallCheck timed_check;
-  std::optional<GpuClocks> clocks; // cuda only
-  std::vector<Phase> phases;       // the worker's own steps, in order
-  // The orchestrator's secret for this evaluation, handed to the worker on its stdin (never in a file,
-  // argument or variable the solution can read) and read before the solution loads: a result.json
-  // without it was written by someone else than the worker.
-  std::string token;
+// What the second clock (CUPTI activity records of the solution's kernels) saw in the verification
+// calls, beside the event timer's samples of the same calls.
+struct KernelClockReport {
+  bool available = false;
+  std::string unavailable;           // why not
+  std::vector<double> event_ms;      // the event timer, per verification call
+  std::vector<double> kernel_ms;     // the union of the solution's kernels' intervals, per call
+  int other_streams = 0;             // kernels on another stream than the call's
+  int contexts_created = 0;          // CUDA contexts the solution created
 };
+
+struct TimingReport {
+  std::vector<double> samples_ms;   // one per timed call
+  int64_t calls = 0;                // every call of the timing loop, warm-up included (patch indices 0..)
+  int rotation_sets = 0;            // copies the timed calls cycled through
+  int64_t rotation_bytes = 0;       // their tensor bytes together
+  int64_t noop_samples = 0;         // samples of the timing loop run with nothing called, before load
+  std::optional<GpuClocks> clocks;  // cuda only
+  std::optional<KernelClockReport> kernel_clock;  // cuda only
+};
+
+// Digests (FrameKind::digests): `what` says of which tensors, in request order of those it covers.
+inline constexpr std::string_view kDigestInputsSecond = "inputs after the second draw";
+inline constexpr std::string_view kDigestInputsChecked = "inputs after the checked call";
+inline constexpr std::string_view kDigestInputsCopies = "inputs of the timed calls' copies";
+inline constexpr std::string_view kDigestRepeat = "outputs of the repeat";
+
+// One frame as read, with the orchestrator's clock at its arrival.
+struct Frame {
+  FrameKind kind = FrameKind::end;
+  uint64_t seq = 0;
+  Token token{};
+  std::string fields;  // JSON text
+  std::string payload;         // the whole payload; the raw part starts at raw_begin
+  std::size_t raw_begin = 0;
+  double arrival_seconds = 0;  // since the worker started, by the orchestrator's clock
+  std::optional<double> cpu_seconds;  // clock frames: the worker's CPU time then, by the kernel's accounting
+
+  std::string_view raw() const { return std::string_view(payload).substr(raw_begin); }
+};
+
+// The bytes of one frame: header + payload.
+std::string encode_frame(FrameKind kind, uint64_t seq, const Token& token, std::string_view fields,
+                         std::string_view raw = {});
+// The header and JSON part of a frame whose raw part follows separately (large tensors: no copy).
+std::string encode_frame_head(FrameKind kind, uint64_t seq, const Token& token, std::string_view fields,
+                              std::size_t raw_bytes);
+
+// Splits a byte stream into frames as it arrives. A malformed header (wrong magic, a size beyond
+// max_payload) stops it for good: broken() says why.
+class FrameReader {
+ public:
+  explicit FrameReader(uint64_t max_payload) : max_payload_(max_payload) {}
+  // Feeds bytes; complete frames are appended to `out` with `now` as their arrival.
+  void feed(const char* data, std::size_t size, double now, std::vector<Frame>& out);
+  const std::optional<std::string>& broken() const { return broken_; }
+  // Bytes of a frame begun but not finished.
+  std::size_t pending() const { return have_header_ ? header_fill_ + payload_.size() : header_fill_; }
+
+ private:
+  void fail(std::string why);
+  uint64_t max_payload_;
+  FrameHeader header_{};
+  std::size_t header_fill_ = 0;
+  bool have_header_ = false;
+  std::string payload_;
+  uint64_t payload_fill_ = 0;
+  std::optional<std::string> broken_;
+};
+
+// 32 hex digits <-> 16 bytes; nothing for text that is not exactly that.
+std::optional<Token> parse_token(std::string_view hex);
+std::string token_hex(const Token& token);
 
 }  // namespace d2k

@@ -17,18 +17,9 @@
 #include "eval/observer.hpp"
 #include "eval/phase_clock.hpp"
 #include "runner/builder.hpp"
+#include "runner/worker_run.hpp"
 
 namespace d2k {
-
-// Nsight Compute around each worker, inside the worker's sandbox (the agent's profile tool): ncu then
-// launches the worker itself, so its injection needs nothing from outside the sandbox but its own
-// installation, which is made visible read-only.
-struct NcuWrap {
-  std::filesystem::path ncu;                 // the ncu executable
-  std::vector<std::string> args;             // its options before the worker's command line
-  std::vector<std::filesystem::path> read;   // its installation, read-only in the sandbox
-  std::filesystem::path report;              // where its report (--log-file) is copied after the workload
-};
 
 // How evaluations run: which workloads, the seed, what is timed and how. The command line fills it once
 // (cli/), the agent's tools copy it and narrow the workloads.

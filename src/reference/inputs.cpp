@@ -107,11 +107,21 @@ TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workl
     // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw:
     // changing single elements could break its structure.
     auto probe = at::make_generator<at::CPUGeneratorImpl>(seed);
-    if (code.make_inputs(task, workload, probe)) return make_inputs(task, code, workload, seed);
+    if (code.make_inputs(task, workload, probe)) {
+      auto fresh = make_inputs(task, code, workload, seed);
+      for (const auto& spec : task.inputs)
+        if (spec.prepare) fresh[spec.name] = first.at(spec.name);
+      return fresh;
+    }
   }
   TensorMap mixed;
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];
+    // What d2k_prepare saw (weights) stays: the solution's prepared state is of the first draw's.
+    if (spec.prepare) {
+      mixed[spec.name] = first.at(spec.name);
+      continue;
+    }
     const auto geometry = geometry_of(spec, workload);
     // About one element in kSecondDrawChange (at least one, so that a tiny input differs too) gets a
     // value drawn afresh from the input's distribution; where it happens to equal the old one the

@@ -15,7 +15,8 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
 // A second draw that differs from `first` in a few elements only (about 1 in kSecondDrawChange of each
 // input's elements, at least one), each redrawn from the input's distribution with `seed`: a
 // solution that caches its outputs by address, or by a fingerprint of a few sampled elements, gives
-// the first draw's outputs for it. Tasks with their own make_inputs get a whole fresh draw instead.
+// the first draw's outputs for it. Tasks with their own make_inputs get a whole fresh draw instead. Inputs
+// d2k_prepare sees (TensorSpec::prepare) are the first draw's in both.
 inline constexpr int64_t kSecondDrawChange = 1024;
 TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
                              uint64_t seed);

@@ -1,5 +1,7 @@
 #include "reference/oracle.hpp"
 
+#include <ATen/TensorIndexing.h>
+
 #include "core/error.hpp"
 #include "reference/tensors.hpp"
 
@@ -28,6 +30,28 @@ TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inpu
     }
   }
   return outputs;
+}
+
+void apply_patch(const Task& task, TensorMap& inputs, const std::vector<ElementSwap>& patch) {
+  for (std::size_t i = 0; i < task.inputs.size(); ++i) {
+    std::vector<int64_t> a, b;
+    for (const auto& swap : patch) {
+      if (swap.input != static_cast<int>(i)) continue;
+      a.push_back(swap.a);
+      b.push_back(swap.b);
+    }
+    if (a.empty()) continue;
+    at::Tensor& tensor = inputs.at(task.inputs[i].name);
+    const int64_t span = tensor.storage().nbytes() / tensor.element_size() - tensor.storage_offset();
+    auto storage = tensor.as_strided({span}, {1}, tensor.storage_offset());
+    const auto options = at::TensorOptions().dtype(at::kLong).device(tensor.device());
+    const auto first = at::tensor(a, at::TensorOptions().dtype(at::kLong)).to(options.device());
+    const auto second = at::tensor(b, at::TensorOptions().dtype(at::kLong)).to(options.device());
+    // The elements of one patch are distinct, so the two assignments cannot step on each other.
+    const auto at_first = storage.index({first}).clone();
+    storage.index_put_({first}, storage.index({second}));
+    storage.index_put_({second}, at_first);
+  }
 }
 
 }  // namespace d2k

@@ -1,6 +1,7 @@
 // Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle).
 #pragma once
 
+#include "core/call_patch.hpp"
 #include "core/device.hpp"
 #include "core/task.hpp"
 #include "reference/task_code.hpp"
@@ -16,5 +17,9 @@ TensorMap place_inputs(const TensorMap& inputs, Device device, Precision precisi
 // by name: the ones it returned and the in-place ones taken from `inputs`. Throws d2k::Error when the
 // reference leaves out an output.
 TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
+
+// Swaps the elements a timed call's patch names (core/call_patch.hpp) in `inputs`, tensors laid out as
+// the task says (any device and floating precision: the storage offsets are the same), in place.
+void apply_patch(const Task& task, TensorMap& inputs, const std::vector<ElementSwap>& patch);
 
 }  // namespace d2k

@@ -1,6 +1,6 @@
 #include "reference/tensors.hpp"
 
-#include <fstream>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -44,26 +44,19 @@ at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry, DType dt
   return out;
 }
 
-void write_span(const at::Tensor& laid_out, const std::filesystem::path& file) {
-  auto host = laid_out.device().is_cpu() ? laid_out : laid_out.to(at::kCPU);
+std::string_view span_view(const at::Tensor& laid_out) {
+  if (!laid_out.device().is_cpu()) fail("span_view of a tensor on {}", laid_out.device().str());
   // The storage behind a lay_out tensor starts at its first element and holds exactly its span.
-  const auto bytes = host.storage().nbytes() - host.storage_offset() * host.element_size();
-  std::ofstream out(file, std::ios::binary);
-  out.write(static_cast<const char*>(host.data_ptr()), static_cast<std::streamsize>(bytes));
-  if (!out) fail("could not write {} bytes to {}", bytes, file.string());
+  const auto bytes = laid_out.storage().nbytes() - laid_out.storage_offset() * laid_out.element_size();
+  return {static_cast<const char*>(laid_out.data_ptr()), static_cast<std::size_t>(bytes)};
 }
 
-at::Tensor read_span(const std::filesystem::path& file, DType dtype, const Geometry& geometry) {
+at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry) {
   const auto span = geometry.span();
+  const auto expected = static_cast<std::size_t>(span) * size_of(dtype);
+  if (bytes.size() != expected) fail("{} bytes for a tensor that spans {}", bytes.size(), expected);
   auto storage = at::empty({span}, at::TensorOptions().dtype(to_torch(dtype)));
-  const auto bytes = static_cast<std::uintmax_t>(span) * size_of(dtype);
-  std::error_code error;
-  const auto actual = std::filesystem::file_size(file, error);
-  if (error || actual != bytes)
-    fail("{} holds {} bytes, expected {}", file.string(), error ? 0 : actual, bytes);
-  std::ifstream in(file, std::ios::binary);
-  in.read(static_cast<char*>(storage.data_ptr()), static_cast<std::streamsize>(bytes));
-  if (!in) fail("could not read {}", file.string());
+  std::memcpy(storage.data_ptr(), bytes.data(), bytes.size());
   return storage.as_strided(geometry.shape, geometry.strides);
 }
 

@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include <filesystem>
+#include <string_view>
 
 #include "core/device.hpp"
 #include "core/dtype.hpp"
@@ -19,9 +19,11 @@ at::Device to_torch(Device device);
 // values of `logical` (same shape, any layout, any device) converted to `dtype`, in one pass.
 at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry, DType dtype);
 
-// The geometry.span() elements of a tensor made by lay_out, as raw bytes, written to / read from a file.
-void write_span(const at::Tensor& laid_out, const std::filesystem::path& file);
-at::Tensor read_span(const std::filesystem::path& file, DType dtype, const Geometry& geometry);
+// The geometry.span() elements of a CPU tensor made by lay_out, as raw bytes (a view of its storage).
+std::string_view span_view(const at::Tensor& laid_out);
+// A CPU tensor laid out as `geometry` holding a copy of `bytes` (geometry.span() elements of `dtype`).
+// Throws d2k::Error when the size does not match.
+at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry);
 
 // Float64 copy of a floating tensor, int64 copy of an integer one, on the CPU, contiguous.
 at::Tensor widen(const at::Tensor& tensor);

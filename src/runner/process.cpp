@@ -14,7 +14,10 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <filesystem>
+#include <fstream>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -175,19 +178,6 @@ struct SpawnSetup {
   }
 };
 
-// Reads what the pipe holds right now, without waiting. Returns false at end of file.
-bool drain_ready(int fd, CappedOutput& output) {
-  char buffer[65536];
-  while (true) {
-    pollfd entry{fd, POLLIN, 0};
-    if (::poll(&entry, 1, 0) <= 0 || !(entry.revents & (POLLIN | POLLHUP))) return true;
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    output.append(buffer, static_cast<std::size_t>(n));
-  }
-}
-
 // True once the child has ended; leaves it a zombie so that its pid (our process group id) cannot be
 // reused before the group is killed.
 bool child_ended(pid_t pid) {
@@ -213,6 +203,28 @@ void reap(pid_t pid, ProcessResult& result) {
 
 }  // namespace
 
+std::optional<double> process_tree_cpu_seconds(pid_t root) {
+  std::vector<pid_t> pending = {root};
+  uint64_t nanoseconds = 0;
+  bool any = false;
+  while (!pending.empty()) {
+    const pid_t pid = pending.back();
+    pending.pop_back();
+    std::error_code error;
+    for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), error), end; !error && it != end;
+         it.increment(error)) {
+      if (std::ifstream stat(it->path() / "schedstat"); stat) {
+        uint64_t on_cpu = 0;
+        if (stat >> on_cpu) nanoseconds += on_cpu, any = true;
+      }
+      std::ifstream children(it->path() / "children");
+      for (pid_t child = 0; children >> child;) pending.push_back(child);
+    }
+  }
+  if (!any) return std::nullopt;
+  return static_cast<double>(nanoseconds) * 1e-9;
+}
+
 std::string signal_name(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev == nullptr) return fmt::format("signal {}", signal);
@@ -233,9 +245,148 @@ std::string ProcessResult::describe() const {
   return "unknown end";
 }
 
-ProcessResult run_process(const ProcessSpec& spec) {
+namespace {
+
+// A pipe whose ends are closed when it goes out of scope unless released.
+struct Pipe {
+  int read = -1, write = -1;
+  bool open(std::string& why) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      why = fmt::format("pipe: {}", std::strerror(errno));
+      return false;
+    }
+    read = fds[0];
+    write = fds[1];
+    // A larger pipe moves hundreds of MB of tensors in fewer wake-ups (best effort: the default is 64 KiB).
+    ::fcntl(write, F_SETPIPE_SZ, 1 << 20);
+    return true;
+  }
+  void close_read() { if (read >= 0) ::close(read), read = -1; }
+  void close_write() { if (write >= 0) ::close(write), write = -1; }
+  ~Pipe() { close_read(), close_write(); }
+};
+
+// Reads what `fd` holds now into `sink`; false at end of file (or an error), when the fd is closed.
+template <typename Sink>
+bool read_ready(int& fd, Sink&& sink) {
+  static thread_local std::vector<char> buffer(1 << 20);
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n > 0) {
+      sink(buffer.data(), static_cast<std::size_t>(n));
+      if (static_cast<std::size_t>(n) < buffer.size()) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    ::close(fd);
+    fd = -1;
+    return false;
+  }
+}
+
+// The pipes of a child's streams: stdin (a prefilled pipe, the conversation's, or /dev/null), the log on
+// stdout and stderr, the conversation's channel on fd 3.
+struct ChildStreams {
+  int stdin_fd = -1;  // a prefilled pipe (spec.stdin_data)
+  Pipe log, to_child, from_child;
+};
+
+// Spawns `program` with `argv` and `envp` in its own process group; 0 or the errno of posix_spawn.
+int spawn_child(const ProcessSpec& spec, const std::string& program, std::vector<char*>& argv,
+                std::vector<char*>& envp, bool conversation, ChildStreams& streams, pid_t& pid) {
+  SpawnSetup setup;
+  if (streams.stdin_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&setup.actions, streams.stdin_fd, 0);
+  } else if (conversation) {
+    posix_spawn_file_actions_adddup2(&setup.actions, streams.to_child.read, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(&setup.actions, streams.log.write, 1);
+  posix_spawn_file_actions_adddup2(&setup.actions, streams.log.write, 2);
+  if (conversation) posix_spawn_file_actions_adddup2(&setup.actions, streams.from_child.write, kChildChannelFd);
+  // Descriptors the orchestrator holds (other workers' pipes, the database) must not leak into
+  // candidate code.
+  posix_spawn_file_actions_addclosefrom_np(&setup.actions, conversation ? kChildChannelFd + 1 : 3);
+  std::string cwd = spec.cwd.string();
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
+
+  // Its own process group, so that a timeout reaches every process it started; default signal
+  // handling and an empty mask, whatever the orchestrator ignores or blocks.
+  sigset_t empty_mask;
+  sigemptyset(&empty_mask);
+  sigset_t all_signals;
+  sigfillset(&all_signals);
+  posix_spawnattr_setpgroup(&setup.attr, 0);
+  posix_spawnattr_setsigmask(&setup.attr, &empty_mask);
+  posix_spawnattr_setsigdefault(&setup.attr, &all_signals);
+  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  return ::posix_spawn(&pid, program.c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
+}
+
+// Moves bytes until the child ends or the deadline passes: the log into `output`, the channel to the
+// conversation, the conversation's input to the child's stdin. True when the deadline passed.
+bool pump(pid_t pid, Clock::time_point start, Clock::time_point deadline, int& log_fd, int& channel_fd, int& input_fd,
+          CappedOutput& output, ProcessConversation* conversation) {
+  const auto to_log = [&](const char* data, std::size_t size) { output.append(data, size); };
+  const auto to_conversation = [&](const char* data, std::size_t size) {
+    conversation->received(data, size, seconds_since(start));
+  };
+  while (true) {
+    std::string_view pending;
+    if (input_fd >= 0) {
+      pending = conversation->next_input();
+      if (pending.empty()) {
+        ::close(input_fd);
+        input_fd = -1;
+      }
+    }
+    pollfd entries[3];
+    int count = 0;
+    if (log_fd >= 0) entries[count++] = {log_fd, POLLIN, 0};
+    if (channel_fd >= 0) entries[count++] = {channel_fd, POLLIN, 0};
+    if (input_fd >= 0) entries[count++] = {input_fd, POLLOUT, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    // Short slices: a grandchild may hold the pipes open after the child itself has ended.
+    const int slice = static_cast<int>(std::clamp<long long>(left, 0, 100));
+    if (count == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<long long>(left, 0, 5)));
+    } else if (::poll(entries, static_cast<nfds_t>(count), slice) > 0) {
+      for (int i = 0; i < count; ++i) {
+        if (entries[i].revents == 0) continue;
+        if (entries[i].fd == log_fd) {
+          read_ready(log_fd, to_log);
+        } else if (entries[i].fd == channel_fd) {
+          read_ready(channel_fd, to_conversation);
+        } else if (entries[i].fd == input_fd) {
+          const ssize_t n = ::write(input_fd, pending.data(), pending.size());
+          if (n > 0) {
+            conversation->input_written(static_cast<std::size_t>(n));
+          } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            ::close(input_fd);  // the child closed its stdin: it has read all it wants
+            input_fd = -1;
+          }
+        }
+      }
+    }
+    if (child_ended(pid)) break;
+    if (Clock::now() >= deadline) return true;
+  }
+  // What the child wrote before it ended is still in the pipes: read it before its group is killed
+  // (nothing it left behind can add to them after that).
+  if (channel_fd >= 0) read_ready(channel_fd, to_conversation);
+  if (log_fd >= 0) read_ready(log_fd, to_log);
+  return false;
+}
+
+}  // namespace
+
+ProcessResult run_process(const ProcessSpec& spec, ProcessConversation* conversation) {
   Clock::time_point start = Clock::now();
   if (spec.argv.empty()) return failed_to_start(spec, "empty command line", start);
+  if (conversation && !spec.stdin_data.empty()) return failed_to_start(spec, "stdin data and a conversation", start);
 
   std::vector<std::string> env = child_environment(spec);
   std::optional<std::string> program = find_program(spec.argv[0], env);
@@ -248,7 +399,6 @@ ProcessResult run_process(const ProcessSpec& spec) {
     command = sandboxed_argv(*spec.sandbox, command, spec.cwd);
     program = command[0];
   }
-
   std::vector<char*> argv;
   for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -256,98 +406,46 @@ ProcessResult run_process(const ProcessSpec& spec) {
   for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
   envp.push_back(nullptr);
 
-  int stdin_fd = -1;
-  if (!spec.stdin_data.empty()) {
-    std::string why;
-    stdin_fd = stdin_pipe(spec.stdin_data, why);
-    if (stdin_fd < 0) return failed_to_start(spec, why, start);
+  std::string why;
+  ChildStreams streams;
+  if (!spec.stdin_data.empty() && (streams.stdin_fd = stdin_pipe(spec.stdin_data, why)) < 0)
+    return failed_to_start(spec, why, start);
+  if (!streams.log.open(why) || (conversation && (!streams.to_child.open(why) || !streams.from_child.open(why)))) {
+    if (streams.stdin_fd >= 0) ::close(streams.stdin_fd);
+    return failed_to_start(spec, why, start);
   }
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    if (stdin_fd >= 0) ::close(stdin_fd);
-    return failed_to_start(spec, fmt::format("pipe: {}", std::strerror(errno)), start);
-  }
-
   pid_t pid = -1;
-  int spawn_error = 0;
-  {
-    SpawnSetup setup;
-    if (stdin_fd >= 0) {
-      posix_spawn_file_actions_adddup2(&setup.actions, stdin_fd, 0);
-    } else {
-      posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-    }
-    posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 1);
-    posix_spawn_file_actions_adddup2(&setup.actions, pipe_fds[1], 2);
-    // Descriptors the orchestrator holds (other workers' pipes, the database) must not leak into
-    // candidate code.
-    posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
-    std::string cwd = spec.cwd.string();
-    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
-
-    // Its own process group, so that a timeout reaches every process it started; default signal
-    // handling and an empty mask, whatever the orchestrator ignores or blocks.
-    sigset_t empty_mask;
-    sigemptyset(&empty_mask);
-    sigset_t all_signals;
-    sigfillset(&all_signals);
-    posix_spawnattr_setpgroup(&setup.attr, 0);
-    posix_spawnattr_setsigmask(&setup.attr, &empty_mask);
-    posix_spawnattr_setsigdefault(&setup.attr, &all_signals);
-    posix_spawnattr_setflags(&setup.attr,
-                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    spawn_error =
-        ::posix_spawn(&pid, program->c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
-  }
-  ::close(pipe_fds[1]);
-  if (stdin_fd >= 0) ::close(stdin_fd);
+  const int spawn_error = spawn_child(spec, *program, argv, envp, conversation != nullptr, streams, pid);
+  streams.log.close_write();
+  streams.to_child.close_read();
+  streams.from_child.close_write();
+  if (streams.stdin_fd >= 0) ::close(streams.stdin_fd);
   if (spawn_error != 0) {
-    ::close(pipe_fds[0]);
     std::string where = spec.cwd.empty() ? "" : fmt::format(" (in {})", spec.cwd.string());
     return failed_to_start(spec, fmt::format("{}: {}{}", *program, std::strerror(spawn_error), where), start);
   }
 
+  // A child that stops reading its stdin must not take the orchestrator down with SIGPIPE: the write
+  // fails with EPIPE instead. For the whole process, once (children get default handlers back).
+  static const bool sigpipe_ignored = [] { return ::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)sigpipe_ignored;
+  if (conversation) conversation->started(pid);
+  int log_fd = streams.log.read, channel_fd = streams.from_child.read, input_fd = streams.to_child.write;
+  streams.log.read = streams.from_child.read = streams.to_child.write = -1;  // closed here, as they end
+  for (int fd : {log_fd, channel_fd, input_fd})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
   ProcessResult result;
   result.timeout_seconds = spec.timeout_seconds;
   CappedOutput output(spec.output_cap);
-  int fd = pipe_fds[0];
-  bool timed_out = false;
-  char buffer[65536];
-  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(spec.timeout_seconds));
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (fd >= 0) {
-      // Short slices: a grandchild may hold the pipe open after the child itself has ended.
-      pollfd entry{fd, POLLIN, 0};
-      int ready = ::poll(&entry, 1, static_cast<int>(std::clamp<long long>(left, 0, 100)));
-      if (ready > 0) {
-        ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n > 0) {
-          output.append(buffer, static_cast<std::size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-          ::close(fd);
-          fd = -1;
-        }
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp<long long>(left, 0, 5)));
-    }
-    if (child_ended(pid)) break;
-    if (Clock::now() >= deadline) {
-      timed_out = true;
-      break;
-    }
-  }
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout_seconds));
+  const bool timed_out = pump(pid, start, deadline, log_fd, channel_fd, input_fd, output, conversation);
 
   // Whatever the child left behind in its group goes with it.
   ::kill(-pid, SIGKILL);
   reap(pid, result);
   const bool gone = wait_group_gone(pid, 30);
-  if (fd >= 0) {
-    drain_ready(fd, output);
-    ::close(fd);
-  }
+  for (int fd : {log_fd, channel_fd, input_fd})
+    if (fd >= 0) ::close(fd);
   if (!gone) {
     const std::string note = "\n[d2k: processes of this command outlived SIGKILL by 30 s]\n";
     output.append(note.data(), note.size());

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <sys/types.h>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,7 +47,31 @@ struct ProcessResult {
   std::string describe() const;
 };
 
-ProcessResult run_process(const ProcessSpec& spec);
+// A conversation with a child beyond its log (runner/worker_run.hpp has the one user): bytes for its
+// stdin, written as fast as the child reads them (any amount: nothing is buffered up front), and the
+// bytes it writes on fd 3 (kChildChannelFd), handed over as they arrive with the time since it started.
+class ProcessConversation {
+ public:
+  virtual ~ProcessConversation() = default;
+  // The next bytes for the child's stdin; empty when everything is sent (its stdin is then closed).
+  virtual std::string_view next_input() = 0;
+  // The first `bytes` of what next_input() returned are in the pipe.
+  virtual void input_written(std::size_t bytes) = 0;
+  // What the child wrote on fd 3.
+  virtual void received(const char* data, std::size_t size, double seconds) = 0;
+  // The child is running as `pid` (before anything is sent or received).
+  virtual void started(pid_t pid) {}
+};
+inline constexpr int kChildChannelFd = 3;
+
+// Runs the child to its end (or its timeout). With a conversation, spec.stdin_data must be empty: the
+// conversation feeds stdin and hears fd 3; stdout and stderr are the log either way.
+ProcessResult run_process(const ProcessSpec& spec, ProcessConversation* conversation = nullptr);
+
+// The CPU time, by the kernel's accounting (/proc/<pid>/task/<tid>/schedstat: nanoseconds on a CPU), of
+// the process `root` and all its descendants, in seconds; nothing where the kernel does not keep it. An
+// outside clock for the worker: its own clocks are in reach of the code it runs.
+std::optional<double> process_tree_cpu_seconds(pid_t root);
 
 // "SIGSEGV" for 11; "signal 77" for a number without a name.
 std::string signal_name(int signal);

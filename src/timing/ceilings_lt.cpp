@@ -225,6 +225,69 @@ std::string LtAttempt::summary() const {
   return text;
 }
 
+namespace {
+
+// Records the first cuBLASLt call that fails in the attempt; true while all succeed.
+struct LtCalls {
+  LtAttempt& attempt;
+  bool operator()(cublasStatus_t status, const char* call) const {
+    if (status == CUBLAS_STATUS_SUCCESS) return true;
+    attempt.failed_call = call;
+    attempt.failed_status = status;
+    return false;
+  }
+};
+
+// The handle, the matmul descriptor, the four layouts and the preference of a configuration.
+bool describe_lt(const LtConfig& config, const LtOperands& operands, LtObjects& lt, const LtCalls& ok) {
+  const uint64_t n = static_cast<uint64_t>(operands.n);
+  if (!ok(cublasLtCreate(&lt.handle), "cublasLtCreate")) return false;
+  if (!ok(cublasLtMatmulDescCreate(&lt.desc, config.compute, config.scale_type), "cublasLtMatmulDescCreate")) return false;
+  const cublasOperation_t transa = config.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t transb = config.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa), "set TRANSA")) return false;
+  if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb), "set TRANSB")) return false;
+  const int32_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  if (config.ab_scales) {
+    const void* a_scale = operands.a_scale.get();
+    const void* b_scale = operands.b_scale.get();
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale), "set A_SCALE_POINTER")) return false;
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale), "set B_SCALE_POINTER")) return false;
+  }
+  if (config.scalar_scale_modes) {
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, scalar), "set A_SCALE_MODE")) return false;
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, scalar), "set B_SCALE_MODE")) return false;
+  }
+  if (config.d_scale) {
+    const void* d_scale = operands.d_scale.get();
+    void* amax = operands.amax.get();
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, d_scale), "set D_SCALE_POINTER")) return false;
+    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, amax), "set AMAX_D_POINTER")) return false;
+    if (config.scalar_scale_modes && !ok(set(lt.desc, CUBLASLT_MATMUL_DESC_D_SCALE_MODE, scalar), "set D_SCALE_MODE"))
+      return false;
+  }
+  if (config.fast_accum && !ok(set(lt.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, *config.fast_accum), "set FAST_ACCUM"))
+    return false;
+  // Square, so the transposes change no shape; each leading dimension is n (a multiple of 16 bytes).
+  if (!ok(cublasLtMatrixLayoutCreate(&lt.a, config.ab_type, n, n, n), "cublasLtMatrixLayoutCreate(A)") ||
+      !ok(cublasLtMatrixLayoutCreate(&lt.b, config.ab_type, n, n, n), "cublasLtMatrixLayoutCreate(B)") ||
+      !ok(cublasLtMatrixLayoutCreate(&lt.c, config.c_type, n, n, n), "cublasLtMatrixLayoutCreate(C)") ||
+      !ok(cublasLtMatrixLayoutCreate(&lt.d, config.d_type, n, n, n), "cublasLtMatrixLayoutCreate(D)"))
+    return false;
+  if (!ok(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate")) return false;
+  const std::size_t workspace_bytes = config.workspace ? kWorkspaceBytes : 0;
+  if (!ok(set(lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes), "set MAX_WORKSPACE_BYTES"))
+    return false;
+  if (config.alignment_hints) {
+    for (const auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      if (!ok(set(lt.preference, attribute, kAlignment), "set MIN_ALIGNMENT")) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 LtAttempt attempt_lt(const LtConfig& config, const LtOperands& operands, cudaStream_t stream, LtTiming timing,
                      int warmup, int samples) {
   if (config.in_place && config.c_type != config.d_type)
@@ -232,58 +295,11 @@ LtAttempt attempt_lt(const LtConfig& config, const LtOperands& operands, cudaStr
   LtAttempt attempt;
   attempt.n = operands.n;
   attempt.by_matmul = config.algo_by_matmul;
-  const uint64_t n = static_cast<uint64_t>(operands.n);
   LtObjects lt;
-  const auto ok = [&](cublasStatus_t status, const char* call) {
-    if (status == CUBLAS_STATUS_SUCCESS) return true;
-    attempt.failed_call = call;
-    attempt.failed_status = status;
-    return false;
-  };
-  if (!ok(cublasLtCreate(&lt.handle), "cublasLtCreate")) return attempt;
-  if (!ok(cublasLtMatmulDescCreate(&lt.desc, config.compute, config.scale_type), "cublasLtMatmulDescCreate"))
-    return attempt;
-  const cublasOperation_t transa = config.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t transb = config.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, transa), "set TRANSA")) return attempt;
-  if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, transb), "set TRANSB")) return attempt;
-  const int32_t scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-  if (config.ab_scales) {
-    const void* a_scale = operands.a_scale.get();
-    const void* b_scale = operands.b_scale.get();
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale), "set A_SCALE_POINTER")) return attempt;
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale), "set B_SCALE_POINTER")) return attempt;
-  }
-  if (config.scalar_scale_modes) {
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, scalar), "set A_SCALE_MODE")) return attempt;
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, scalar), "set B_SCALE_MODE")) return attempt;
-  }
-  if (config.d_scale) {
-    const void* d_scale = operands.d_scale.get();
-    void* amax = operands.amax.get();
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, d_scale), "set D_SCALE_POINTER")) return attempt;
-    if (!ok(set(lt.desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, amax), "set AMAX_D_POINTER")) return attempt;
-    if (config.scalar_scale_modes && !ok(set(lt.desc, CUBLASLT_MATMUL_DESC_D_SCALE_MODE, scalar), "set D_SCALE_MODE"))
-      return attempt;
-  }
-  if (config.fast_accum && !ok(set(lt.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, *config.fast_accum), "set FAST_ACCUM"))
-    return attempt;
-  // Square, so the transposes change no shape; each leading dimension is n (a multiple of 16 bytes).
-  if (!ok(cublasLtMatrixLayoutCreate(&lt.a, config.ab_type, n, n, n), "cublasLtMatrixLayoutCreate(A)") ||
-      !ok(cublasLtMatrixLayoutCreate(&lt.b, config.ab_type, n, n, n), "cublasLtMatrixLayoutCreate(B)") ||
-      !ok(cublasLtMatrixLayoutCreate(&lt.c, config.c_type, n, n, n), "cublasLtMatrixLayoutCreate(C)") ||
-      !ok(cublasLtMatrixLayoutCreate(&lt.d, config.d_type, n, n, n), "cublasLtMatrixLayoutCreate(D)"))
-    return attempt;
-  if (!ok(cublasLtMatmulPreferenceCreate(&lt.preference), "cublasLtMatmulPreferenceCreate")) return attempt;
+  const LtCalls ok{attempt};
+  if (!describe_lt(config, operands, lt, ok)) return attempt;
   const std::size_t workspace_bytes = config.workspace ? kWorkspaceBytes : 0;
   void* workspace = config.workspace ? operands.workspace.get() : nullptr;
-  if (!ok(set(lt.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes), "set MAX_WORKSPACE_BYTES"))
-    return attempt;
-  if (config.alignment_hints) {
-    for (const auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      if (!ok(set(lt.preference, attribute, kAlignment), "set MIN_ALIGNMENT")) return attempt;
-  }
   cublasLtMatmulHeuristicResult_t offered[kCandidates] = {};
   int found = 0;
   if (config.algo_by_matmul) {

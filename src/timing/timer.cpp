@@ -57,7 +57,8 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const CallHoo
     call();
     if (hooks.after) hooks.after();
   }
-  return sample_until_done(config, [&] {
+  if (hooks.sampling_begins) hooks.sampling_begins();
+  auto samples = sample_until_done(config, [&] {
     if (hooks.before) hooks.before();
     if (flush) {
       std::memset(flush.get(), ++fill, kCpuFlushBytes);
@@ -70,6 +71,8 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const CallHoo
     if (hooks.after) hooks.after();
     return ms;
   });
+  if (hooks.sampling_ends) hooks.sampling_ends();
+  return samples;
 }
 
 #ifdef D2K_WITH_CUDA
@@ -136,12 +139,15 @@ std::vector<double> measure_cuda(const std::function<void()>& call, const CallHo
     check_cuda(cudaGetLastError(), "a warm-up call");
     if (hooks.after) hooks.after();
   }
-  return sample_until_done(config, [&] {
+  if (hooks.sampling_begins) hooks.sampling_begins();
+  auto samples = sample_until_done(config, [&] {
     CudaSample sample = one_sample(true);
     double host_work_ms = sample.host_ms - fixed_cost_ms;
     bool hidden = host_work_ms > sample.event_ms * (1 + kHiddenWorkSlackFraction) + kHiddenWorkSlackMs;
     return hidden ? host_work_ms : sample.event_ms;
   });
+  if (hooks.sampling_ends) hooks.sampling_ends();
+  return samples;
 }
 #endif
 

@@ -24,10 +24,13 @@ std::vector<double> measure(Device device, const std::function<void()>& call, vo
 // The same, with untimed work around every call (warm-up calls included): `before` runs ahead of the
 // cache flush, so whatever it writes (restoring an input, poisoning an output) is evicted before the
 // call; `after` runs once the call and the device-wide synchronization are done (checking outputs).
-// Either may be empty.
+// `sampling_begins` and `sampling_ends` run right before the first and right after the last sampled
+// call (the outside clock's marks: core/worker_protocol.hpp). Any may be empty.
 struct CallHooks {
   std::function<void()> before;
   std::function<void()> after;
+  std::function<void()> sampling_begins;
+  std::function<void()> sampling_ends;
 };
 std::vector<double> measure(Device device, const std::function<void()>& call, const CallHooks& hooks,
                             void* stream, const TimingConfig& config);

@@ -9,7 +9,11 @@
 #include <functional>
 
 #include "core/error.hpp"
+#include "core/keyed_digest.hpp"
 #include "timing/cuda_util.hpp"
+#ifdef D2K_WITH_CUDA
+#include "timing/device_patch.hpp"
+#endif
 
 namespace d2k {
 namespace {
@@ -111,7 +115,7 @@ void GuardedBuffer::copy_out(std::size_t offset, void* target, std::size_t bytes
 #endif
 }
 
-void GuardedBuffer::upload(const std::string& bytes) {
+void GuardedBuffer::upload(std::string_view bytes) {
   if (bytes.size() != bytes_) fail("'{}': {} bytes given for a buffer of {}", name_, bytes.size(), bytes_);
   copy_in(kGuardBytes, bytes.data(), bytes.size());
 }
@@ -142,6 +146,58 @@ void GuardedBuffer::copy_from(const GuardedBuffer& other) {
 #ifdef D2K_WITH_CUDA
   check_cuda(cudaMemcpy(data(), other.data(), bytes_, cudaMemcpyDeviceToDevice), "cudaMemcpy on the GPU");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a copy on the GPU");
+#endif
+}
+
+#ifdef D2K_WITH_CUDA
+namespace {
+
+// Scratch device memory of the harness's helpers, grown as needed and kept for the process.
+void* device_scratch(std::size_t bytes) {
+  static void* scratch = nullptr;
+  static std::size_t held = 0;
+  if (bytes > held) {
+    if (scratch) cudaFree(scratch);
+    scratch = nullptr;
+    held = 0;
+    check_cuda(cudaMalloc(&scratch, bytes), "cudaMalloc of the harness's scratch");
+    held = bytes;
+  }
+  return scratch;
+}
+
+}  // namespace
+#endif
+
+uint64_t GuardedBuffer::digest(uint64_t key) const {
+  if (device_ == Device::cpu) return keyed_digest(key, data(), bytes_);
+#ifdef D2K_WITH_CUDA
+  uint64_t digest = 0;
+  auto* scratch = static_cast<unsigned long long*>(device_scratch(sizeof(unsigned long long)));
+  check_cuda(device_digest(key, data(), bytes_, scratch, nullptr, &digest), "the digest of a buffer");
+  return digest;
+#else
+  no_cuda();
+#endif
+}
+
+void GuardedBuffer::swap(const std::vector<ElementSwap>& swaps, int input, std::size_t element_bytes) {
+  if (device_ == Device::cpu) return apply_swaps(swaps, input, data(), element_bytes);
+#ifdef D2K_WITH_CUDA
+  std::vector<int64_t> offsets;
+  for (const auto& s : swaps)
+    if (s.input == input) offsets.push_back(s.a);
+  const std::size_t count = offsets.size();
+  if (count == 0) return;
+  for (const auto& s : swaps)
+    if (s.input == input) offsets.push_back(s.b);
+  auto* device_offsets = static_cast<int64_t*>(device_scratch(std::max<std::size_t>(offsets.size() * sizeof(int64_t), 8)));
+  check_cuda(cudaMemcpy(device_offsets, offsets.data(), offsets.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+             "cudaMemcpy of a patch");
+  check_cuda(device_swap(data(), element_bytes, device_offsets, static_cast<int>(count), nullptr), "a patch's swaps");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a patch");
+#else
+  no_cuda();
 #endif
 }
 

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/call_patch.hpp"
 #include "core/device.hpp"
 #include "core/worker_protocol.hpp"
 
@@ -27,12 +29,16 @@ class GuardedBuffer {
   void* data() const { return base_ + kGuardBytes; }
   std::size_t bytes() const { return bytes_; }
 
-  void upload(const std::string& bytes);  // exactly bytes() of them
+  void upload(std::string_view bytes);  // exactly bytes() of them
   std::string download() const;
   void fill(unsigned char byte);
   // The data of another buffer of the same size and device (a device-to-device copy on cuda).
   void copy_from(const GuardedBuffer& other);
   Device device() const { return device_; }
+  // The keyed digest of the data (core/keyed_digest.hpp), computed where the data is.
+  uint64_t digest(uint64_t key) const;
+  // Swaps the elements that `swaps` names for `input` (core/call_patch.hpp), elements of `element_bytes`.
+  void swap(const std::vector<ElementSwap>& swaps, int input, std::size_t element_bytes);
   // One entry per side whose guard changed, with the count of changed bytes.
   std::vector<GuardViolation> check_guards() const;
 

@@ -43,23 +43,24 @@ TEST(Metrics, TheComputeFloorUsesTheTasksMatrixRate) {
   EXPECT_NEAR(floor_ms(16e12, 4e9, c, DType::i8), 1.0, 1e-12);
 }
 
-TEST(Metrics, BelowFloorRejectsOnlyImpossibleTimesAndShowsTheNumbers) {
+TEST(Metrics, BelowFloorSaysHowFarBelowWithTheNumbers) {
   const Ceilings h200{.copy_gbps = 4000.0, .bf16_tflops = 800.0};
-  // 67.1 MB at 4000 GB/s: a floor of 16.78 us; the boundary is 80% of it, 13.42 us.
+  // 67.1 MB at 4000 GB/s: a floor of 16.78 us.
   const double bytes = 67108864.0, floor = bytes / 4000e9 * 1e3;
-  EXPECT_FALSE(below_floor(floor, 0, bytes, h200).has_value());
-  EXPECT_FALSE(below_floor(0.81 * floor, 0, bytes, h200).has_value());
-  const auto why = below_floor(0.5 * floor, 0, bytes, h200);
+  EXPECT_FALSE(below_floor(floor, 1.0, 0, bytes, h200).has_value());
+  EXPECT_FALSE(below_floor(0.81 * floor, 0.8, 0, bytes, h200).has_value());
+  EXPECT_TRUE(below_floor(0.99 * floor, 1.0, 0, bytes, h200).has_value());
+  const auto why = below_floor(0.5 * floor, 0.8, 0, bytes, h200);
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("below the speed-of-light floor of 0.01678 ms"), std::string::npos) << *why;
+  EXPECT_NE(why->find("is 50% of the speed-of-light floor of 0.01678 ms"), std::string::npos) << *why;
   EXPECT_NE(why->find("67.11 MB at the measured copy bandwidth of 4000 GB/s"), std::string::npos) << *why;
   EXPECT_NE(why->find("0.008389 ms"), std::string::npos) << *why;
   // Compute-bound: the reason names the rate and its dtype.
-  const auto compute = below_floor(0.1, 1e12, 1e6, h200);
+  const auto compute = below_floor(0.1, 1.0, 1e12, 1e6, h200);
   ASSERT_TRUE(compute.has_value());
   EXPECT_NE(compute->find("1000 GFLOP at the measured bf16 rate of 800 TFLOP/s"), std::string::npos) << *compute;
   // No ceiling, no floor: nothing is impossible.
-  EXPECT_FALSE(below_floor(1e-9, 1e12, 1e9, Ceilings{}).has_value());
+  EXPECT_FALSE(below_floor(1e-9, 1.0, 1e12, 1e9, Ceilings{}).has_value());
 }
 
 TEST(Metrics, Geomean) {

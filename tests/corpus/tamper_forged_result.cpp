@@ -2,9 +2,9 @@
 // the worker's result.json itself, the outputs of the checked calls already on disk, with a plausible
 // time (0.9 x what its own checked calls took, so above the speed-of-light floor: the floor alone
 // would let it pass), then ends the process before the worker can write the real one.
-// Caught by the token: the orchestrator hands the worker a fresh secret on its stdin, read and closed
-// before the solution loads, and rejects a result.json without it: rejected, "result.json was not
-// written by the worker".
+// No file is evidence any more: the worker's results reach the orchestrator as frames on a pipe, each
+// sent right after the call it describes. The file is ignored, and the process that ended during the
+// timed calls has no timing to show: runtime_error, "(stage: timing)".
 #include "honest_quant.h"  // an honest quant/fp8_group_quant; the cheat is below
 
 #include <unistd.h>

@@ -2,9 +2,9 @@
 // runtime_error; an atexit handler and a static destructor then rewrite it with status ok and 0.9 x
 // the time its checked calls took (the outputs of the checked calls are on disk). Were either to run
 // after the worker's last write, the trace would pass with the forged time.
-// Caught by the worker's end: it leaves by _exit right after its last write, so neither runs and the
-// worker's result stands: runtime_error, "d2k_run returned 1: every timed call fails". (Had one run,
-// the token it cannot know would have it rejected instead.)
+// Caught by the worker's end: it leaves by _exit right after its `end` frame, so neither runs, and no
+// file is evidence anyway (frames on a pipe are): runtime_error, "d2k_run returned 1: every timed call
+// fails".
 #include "honest_quant.h"  // an honest quant/fp8_group_quant; the cheat is below
 
 #include <algorithm>

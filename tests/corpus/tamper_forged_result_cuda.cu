@@ -1,8 +1,8 @@
 // Threat 6 on the GPU: forges the worker's result.json on the first timed call, with 0.9 x the time
 // its own checked calls took (launch and synchronization included, so above the speed-of-light
 // floor), and ends the process (see tamper_forged_result.cpp).
-// Caught by the token the worker alone was handed: rejected, "result.json was not written by the
-// worker".
+// No file is evidence (frames on a pipe are): the file is ignored and the process that ended during
+// the timed calls has no timing to show: runtime_error, "(stage: timing)".
 // ---- an honest quant/fp8_group_quant kernel (any strides; the cheat is below it) ----
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

@@ -42,17 +42,18 @@ caught "$corpus/cache_by_value.cpp" $quant deepseek-v3-T1 rejected "outputs foll
 caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses"
 # 4, 5 work outside the call
 caught "$corpus/thread_outlives_call.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running after d2k_run returned"
-caught "$corpus/thread_during_timing.cpp" $quant deepseek-v3-T1 rejected "left a thread running after a timed call"
+caught "$corpus/thread_during_timing.cpp" $quant deepseek-v3-T1 rejected "timing: left 1 thread(s) running after d2k_run returned"
 caught "$corpus/defer_compute_once.cpp" $quant deepseek-v3-T1 rejected "changed between two runs on the same inputs"
-# 6 a forged result.json: written in a timed call with a time above the floor (caught by the token), or
-# after the worker's last write by an atexit handler and a destructor (which never run: the worker _exits)
-caught "$corpus/tamper_forged_result.cpp" $quant deepseek-v3-T1 rejected "result.json was not written by the worker"
+# 6 a forged result.json: written in a timed call, after which the cheat ends the process (the file is
+# nobody's evidence: the worker's end never came), or after the worker's end by an atexit handler and a
+# destructor (which never run: the worker _exits)
+caught "$corpus/tamper_forged_result.cpp" $quant deepseek-v3-T1 runtime_error "(stage: timing)"
 caught "$corpus/tamper_forged_result_at_exit.cpp" $quant deepseek-v3-T1 runtime_error "d2k_run returned 1: every timed call fails"
 # 13 a time below the floor. No forged time reaches the floor now (the token stops it first), so the floor's
 # wiring is tested with ceilings that claim a copy bandwidth a million times lower than measured: the
 # expert's real time is then below its floor.
 slow=$(slow_ceilings cpu)
-D2K_CACHE_DIR="$slow" caught "$D2K_ROOT/tasks/$quant/solution/cpu" $quant deepseek-v3-T1 rejected "below the speed-of-light floor"
+D2K_CACHE_DIR="$slow" caught "$D2K_ROOT/tasks/$quant/solution/cpu" $quant deepseek-v3-T1 rejected "of the speed-of-light floor"
 # 7 lower precision
 caught "$corpus/precision_bf16_scales.cpp" $quant deepseek-v3-T1 incorrect_numerics "'scales'"
 # 8 the tolerance

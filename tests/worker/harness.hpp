@@ -1,5 +1,5 @@
-// Shared by the worker tests: build a solution from solutions/, write a request with raw tensor
-// files, run d2k-worker through run_process as the orchestrator does, read result.json back.
+// Shared by the worker tests: build a solution from solutions/, run d2k-worker on a request and its
+// draws through the runner (runner/worker_run.hpp), exactly as the evaluator does.
 #pragma once
 
 #include <fmt/format.h>
@@ -18,6 +18,7 @@
 #include "core/json.hpp"
 #include "runner/builder.hpp"
 #include "runner/process.hpp"
+#include "runner/worker_run.hpp"
 
 namespace d2k::test {
 
@@ -52,72 +53,31 @@ inline fs::path built(const std::string& file, Device device = Device::cpu) {
   return result.library;
 }
 
+// Host values as the raw bytes the control stream carries, and back.
 template <typename T>
-void write_raw(const fs::path& file, const std::vector<T>& values) {
-  std::ofstream out(file, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(values.data()),
-            static_cast<std::streamsize>(values.size() * sizeof(T)));
+std::string bytes_of(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
 template <typename T>
-std::vector<T> read_raw(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  std::string text = bytes.str();
-  std::vector<T> values(text.size() / sizeof(T));
-  std::memcpy(values.data(), text.data(), values.size() * sizeof(T));
+std::vector<T> values_of(std::string_view bytes) {
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
   return values;
 }
 
-// The whole file; empty when there is none.
-inline std::string read_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+inline WireTensor tensor(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides) {
+  return WireTensor{.name = std::move(name), .dtype = dtype, .shape = std::move(shape), .strides = std::move(strides)};
 }
 
-inline WireTensor tensor(std::string name, DType dtype, std::vector<int64_t> shape,
-                         std::vector<int64_t> strides, std::string file) {
-  WireTensor t;
-  t.name = std::move(name);
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.strides = std::move(strides);
-  t.file = std::move(file);
-  return t;
-}
-
-struct WorkerRun {
-  ProcessResult process;
-  std::optional<WorkerResult> result;
-  std::string token;  // what the worker was handed on its stdin
-};
-
-// In the request's folder, a fresh token on stdin, as the orchestrator runs it (evaluator.cpp).
-inline WorkerRun run_worker(const fs::path& dir, const WorkerRequest& request, double timeout = 60) {
-  std::ofstream(dir / "request.json") << nlohmann::json(request).dump(2);
-  ProcessSpec spec;
-  spec.argv = {D2K_WORKER_PATH, (dir / "request.json").string()};
-  spec.cwd = dir;
-  spec.timeout_seconds = timeout;
-  WorkerRun out;
-  std::random_device random;
-  out.token = fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
-  spec.stdin_data = out.token + "\n";
-  out.process = run_process(spec);
-  if (fs::exists(dir / "result.json")) {
-    std::ifstream in(dir / "result.json");
-    out.result = nlohmann::json::parse(in).get<WorkerResult>();
-  }
-  return out;
-}
-
-inline fs::path test_dir() {
-  fs::path dir = scratch_root() / testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::create_directories(dir);
-  return dir;
+// The worker on `request` with these draws (one string of bytes per input), as the evaluator runs it,
+// without a sandbox.
+inline WorkerOutcome run_worker(WorkerRequest request, const std::vector<std::string>& first,
+                                const std::vector<std::string>& second = {}, double timeout = 60) {
+  WorkerLaunch launch{.worker = D2K_WORKER_PATH, .scratch_dir = scratch_root(), .timeout_seconds = timeout};
+  request.second_draw = !second.empty();
+  const DrawBytes a(first.begin(), first.end()), b(second.begin(), second.end());
+  return d2k::run_worker(launch, request, a, b);
 }
 
 }  // namespace d2k::test

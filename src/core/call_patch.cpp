@@ -1,0 +1,88 @@
+#include "core/call_patch.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+namespace d2k {
+namespace {
+
+// splitmix64: a small generator whose stream depends on every bit of its seed.
+class SplitMix {
+ public:
+  explicit SplitMix(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n), n > 0 (the modulo bias is far below what matters here).
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+
+ private:
+  uint64_t state_;
+};
+
+// The storage offset of the element at row-major logical index `flat`.
+int64_t offset_of(const WireTensor& tensor, int64_t flat) {
+  int64_t offset = 0;
+  for (std::size_t d = tensor.shape.size(); d-- > 0;) {
+    offset += (flat % tensor.shape[d]) * tensor.strides[d];
+    flat /= tensor.shape[d];
+  }
+  return offset;
+}
+
+}  // namespace
+
+std::vector<ElementSwap> call_patch(uint64_t seed, int64_t call, const std::vector<WireTensor>& inputs, int swaps) {
+  std::vector<ElementSwap> patch;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const WireTensor& tensor = inputs[i];
+    if (!tensor.perturb) continue;
+    const int64_t elements =
+        std::accumulate(tensor.shape.begin(), tensor.shape.end(), int64_t{1}, std::multiplies<int64_t>());
+    if (elements < 2) continue;
+    // Rows of at least two elements; a tensor whose last dimension is 1 is one row of all its elements.
+    int64_t columns = tensor.shape.empty() ? 1 : tensor.shape.back();
+    const bool one_row = columns < 2;
+    const int64_t rows = one_row ? 1 : elements / columns;
+    if (one_row) columns = elements;
+    SplitMix random(seed ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(call + 1)) ^
+                    (0xABC98388FB8FAC03ULL * (i + 1)));
+    const int64_t wanted = std::min<int64_t>(swaps, elements / 2);
+    std::set<int64_t> used;
+    // Each attempt draws a row and two distinct columns; attempts that hit a used element are redrawn,
+    // a bounded number of times (a tiny tensor may leave fewer swaps).
+    for (int64_t made = 0, attempts = 0; made < wanted && attempts < 16 * wanted; ++attempts) {
+      const int64_t row = random.below(rows);
+      const int64_t first = random.below(columns);
+      int64_t second = random.below(columns - 1);
+      if (second >= first) ++second;
+      const int64_t a = offset_of(tensor, row * columns + first), b = offset_of(tensor, row * columns + second);
+      if (used.count(a) || used.count(b)) continue;
+      used.insert(a);
+      used.insert(b);
+      patch.push_back({static_cast<int>(i), a, b});
+      ++made;
+    }
+  }
+  return patch;
+}
+
+void apply_swaps(const std::vector<ElementSwap>& swaps, int input, void* storage, std::size_t element_bytes) {
+  auto* base = static_cast<unsigned char*>(storage);
+  unsigned char held[16];
+  for (const ElementSwap& swap : swaps) {
+    if (swap.input != input) continue;
+    unsigned char* a = base + swap.a * static_cast<int64_t>(element_bytes);
+    unsigned char* b = base + swap.b * static_cast<int64_t>(element_bytes);
+    std::memcpy(held, a, element_bytes);
+    std::memcpy(a, b, element_bytes);
+    std::memcpy(b, held, element_bytes);
+  }
+}
+
+}  // namespace d2k

@@ -1,0 +1,293 @@
+#include "eval/checks.hpp"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "core/keyed_digest.hpp"
+#include "core/metrics.hpp"
+#include "reference/check.hpp"
+#include "reference/tensors.hpp"
+#include "timing/rotation.hpp"
+#include "timing/stats.hpp"
+
+namespace d2k {
+namespace {
+
+using Check = std::optional<Finding> (*)(const WorkloadRun&);
+
+Finding finding(Status status, std::string message) { return Finding{status, std::move(message), {}}; }
+
+const WorkerReport& report_of(const WorkloadRun& run) { return run.outcome.report; }
+
+std::string stage_reached(const WorkerReport& report) {
+  return report.reached ? std::string(name_of(*report.reached)) : std::string("start");
+}
+
+Finding from_failure(const WorkerFailure& failure) {
+  return finding(failure.status == WorkerStatus::rejected ? Status::rejected : Status::runtime_error,
+                 fmt::format("{}: {}", name_of(failure.stage), failure.message));
+}
+
+// The names of the read-only inputs, in request order: what input digests cover.
+std::vector<std::string> read_only_inputs(const WorkerRequest& request) {
+  std::vector<std::string> names;
+  for (const auto& input : request.inputs)
+    if (!inplace_output(request, input)) names.push_back(input.name);
+  return names;
+}
+
+std::optional<Finding> evidence_is_the_workers(const WorkloadRun& run) {
+  if (!run.outcome.forged) return std::nullopt;
+  return finding(Status::rejected, fmt::format("the evidence stream carried a frame the worker did not write ({}): the "
+                                               "solution tampered with the harness's evidence",
+                                               *run.outcome.forged));
+}
+
+std::optional<Finding> ended_in_time(const WorkloadRun& run) {
+  if (run.outcome.process.end != ProcessResult::End::timed_out) return std::nullopt;
+  return finding(Status::timeout,
+                 fmt::format("the worker {} (stage: {})", run.outcome.process.describe(), stage_reached(report_of(run))));
+}
+
+// A failure before the checked call's outputs came back decides the trace; a later one waits until
+// the outputs are checked (a wrong answer says more than a crash while timing).
+std::optional<Finding> checked_outputs_came_back(const WorkloadRun& run) {
+  const WorkerReport& report = report_of(run);
+  if (report.checked) return std::nullopt;
+  if (report.failure) return from_failure(*report.failure);
+  return finding(Status::runtime_error,
+                 fmt::format("the worker {} (stage: {})", run.outcome.process.describe(), stage_reached(report)));
+}
+
+std::optional<Finding> compare_digests(const WorkloadRun& run, std::string_view what, const std::vector<uint64_t>& want,
+                                       std::size_t copies) {
+  const auto names = read_only_inputs(run.request);
+  const auto it = report_of(run).digests.find(what);
+  if (it == report_of(run).digests.end()) return std::nullopt;  // not sent: the worker stopped before
+  const auto& got = it->second;
+  if (got.size() != names.size() * copies)
+    return finding(Status::rejected, fmt::format("{} digests of {} for {} inputs", got.size(), what, names.size()));
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    if (got[k] == want[k % names.size()]) continue;
+    const std::string where = copies > 1 ? fmt::format(" in the copy {} of the timed calls", k / names.size()) : "";
+    return finding(Status::rejected, fmt::format("modified its input '{}'{} (its bytes after the call are not the bytes "
+                                                 "sent; {}); inputs are read-only",
+                                                 names[k % names.size()], where, what));
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> inputs_unchanged(const WorkloadRun& run) {
+  if (auto found = compare_digests(run, kDigestInputsSecond, run.second_digests, 1)) return found;
+  return compare_digests(run, kDigestInputsChecked, run.first_digests, 1);
+}
+
+std::optional<Finding> checked_call_matches_the_oracle(const WorkloadRun& run) {
+  const auto got = outputs_of(run.task, run.workload, *report_of(run).checked, run.device);
+  auto verdict = check(run.task, run.code, run.scalars, got, run.want, report_of(run).guard_violations);
+  if (verdict.status == Status::passed) return Finding{Status::passed, "", std::move(verdict.comparisons)};
+  Finding found{verdict.status, verdict.message, std::move(verdict.comparisons)};
+  // Wrong for its own inputs but right for the draw the same buffers held before: the solution answers
+  // by address (a cache), not by content.
+  if (run.request.second_draw && check(run.task, run.code, run.scalars, got, run.second_want, {}).status == Status::passed) {
+    found.status = Status::rejected;
+    found.message = "returned the outputs of the inputs the same buffers held in the previous call, which differed in "
+                    "a few elements: its outputs follow the addresses (or a sample) of the inputs, not their contents "
+                    "(a cache?)";
+  }
+  return found;
+}
+
+std::optional<Finding> second_draw_matches_its_oracle(const WorkloadRun& run) {
+  if (!run.request.second_draw) return std::nullopt;
+  if (!report_of(run).second) return finding(Status::runtime_error, "the worker sent no outputs of the second draw");
+  const auto got = outputs_of(run.task, run.workload, *report_of(run).second, run.device);
+  auto verdict = check(run.task, run.code, run.scalars, got, run.second_want, report_of(run).guard_violations);
+  if (verdict.status == Status::passed) return std::nullopt;
+  return finding(verdict.status, fmt::format("on a second draw of the inputs (a few elements changed): {}", verdict.message));
+}
+
+std::optional<Finding> repeat_is_identical(const WorkloadRun& run) {
+  if (!run.request.second_draw || !run.request.deterministic) return std::nullopt;
+  const auto it = report_of(run).digests.find(kDigestRepeat);
+  if (it == report_of(run).digests.end()) return std::nullopt;  // the repeat failed: its failure decides
+  const auto& second = *report_of(run).second;
+  if (it->second.size() != second.size())
+    return finding(Status::rejected, fmt::format("{} digests of the repeat's {} outputs", it->second.size(), second.size()));
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (std::size_t o = 0; o < second.size(); ++o) {
+    if (keyed_digest(run.request.digest_key, second[o].data(), second[o].size(), threads) == it->second[o]) continue;
+    return finding(Status::rejected,
+                   fmt::format("output '{}' changed between two runs on the same inputs; the task is deterministic, so "
+                               "the outputs must not depend on anything but the inputs (uninitialized memory? a "
+                               "result kept from an earlier call?)",
+                               run.request.outputs[o].name));
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> no_later_failure(const WorkloadRun& run) {
+  const WorkerReport& report = report_of(run);
+  if (report.failure) return from_failure(*report.failure);
+  if (!run.outcome.process.ok() || !report.ended)
+    return finding(Status::runtime_error,
+                   fmt::format("the worker {} (stage: {})", run.outcome.process.describe(), stage_reached(report)));
+  return std::nullopt;
+}
+
+// Every timed call ran on freshly patched inputs; those whose outputs came back (chosen after each call,
+// and the last) must match the oracle of their own inputs: a replay of an earlier call cannot.
+std::optional<Finding> timed_calls_match_their_oracles(const WorkloadRun& run) {
+  if (!run.timed) return std::nullopt;
+  const WorkerReport& report = report_of(run);
+  if (report.timed.empty()) return finding(Status::runtime_error, "the worker sent no timed call's outputs");
+  for (const auto& timed : report.timed) {
+    const auto got = outputs_of(run.task, run.workload, timed.outputs, run.device);
+    const auto verdict = check(run.task, run.code, run.scalars, got, run.oracle_of_call(timed.call), report.guard_violations);
+    if (verdict.status == Status::passed) continue;
+    return finding(Status::rejected,
+                   fmt::format("timed call {} (inputs patched for it, unknown to the solution in advance): {}; every "
+                               "timed call must compute its own outputs",
+                               timed.call, verdict.message));
+  }
+  return std::nullopt;
+}
+
+std::optional<Finding> timed_copies_unchanged(const WorkloadRun& run) {
+  if (!run.timed || !report_of(run).timing) return std::nullopt;
+  return compare_digests(run, kDigestInputsCopies, run.first_digests,
+                         static_cast<std::size_t>(std::max(1, report_of(run).timing->rotation_sets)));
+}
+
+std::optional<Finding> timing_came_back(const WorkloadRun& run) {
+  if (!run.timed) return std::nullopt;
+  if (!report_of(run).timing || report_of(run).timing->samples_ms.empty())
+    return finding(Status::runtime_error, "the worker returned no timing samples");
+  return std::nullopt;
+}
+
+std::optional<Finding> outside_clock_agrees(const WorkloadRun& run) {
+  if (!run.timed) return std::nullopt;
+  if (auto why = clock_disagrees(report_of(run), run.device)) return finding(Status::rejected, *why);
+  return std::nullopt;
+}
+
+std::optional<Finding> not_faster_than_light(const WorkloadRun& run) {
+  if (!run.timed) return std::nullopt;
+  const TimingReport& timing = *report_of(run).timing;
+  const auto light = faster_than_light(summarize(timing.samples_ms).median_ms, flops_of(run.task, run.workload),
+                                       min_bytes_of(run.task, run.workload), run.ceilings, run.task.flops_dtype,
+                                       run.device, timing.rotation_sets, timing.rotation_bytes);
+  if (light.rejected) return finding(Status::rejected, *light.rejected);
+  return std::nullopt;
+}
+
+constexpr Check kChecks[] = {
+    evidence_is_the_workers,         // nothing in the report counts otherwise
+    ended_in_time,
+    checked_outputs_came_back,
+    inputs_unchanged,
+    checked_call_matches_the_oracle,
+    second_draw_matches_its_oracle,
+    repeat_is_identical,
+    no_later_failure,
+    timed_calls_match_their_oracles,
+    timed_copies_unchanged,
+    timing_came_back,
+    outside_clock_agrees,
+    not_faster_than_light,
+};
+
+}  // namespace
+
+std::optional<Finding> check_run(const WorkloadRun& run, std::vector<Comparison>& comparisons) {
+  for (Check check : kChecks) {
+    auto found = check(run);
+    if (!found) continue;
+    if (check == checked_call_matches_the_oracle) comparisons = found->comparisons;
+    if (found->status == Status::passed) continue;
+    return found;
+  }
+  return std::nullopt;
+}
+
+TensorMap outputs_of(const Task& task, const Workload& workload, const std::vector<std::string_view>& bytes,
+                     Device device) {
+  TensorMap got;
+  for (std::size_t i = 0; i < task.outputs.size(); ++i) {
+    const auto& out = task.outputs[i];
+    got[out.name] = tensor_from_bytes(bytes[i], out.dtype, geometry_of(out, workload)).to(to_torch(device));
+  }
+  return got;
+}
+
+// The slack of the outside clock: what the harness's per-call work may vary between the loop with
+// nothing called and the timed loop (restores, the synchronization, the checks after each call).
+namespace {
+constexpr double kClockExplainedFraction = 0.5;
+constexpr double kClockSlackFraction = 0.25;  // of the harness's own cost per call
+constexpr double kClockSlackCudaSeconds = 50e-6;
+constexpr double kClockSlackCpuSeconds = 1e-3;
+
+// Per timed call, what the outside clock says the calls themselves took: the interval's cost per call
+// less the harness's own per call (measured the same way with nothing called).
+std::optional<double> implied_per_call(std::optional<double> noop, int64_t noop_calls, std::optional<double> timed,
+                                       int64_t timed_calls, double& harness) {
+  if (!noop || !timed || noop_calls <= 0 || timed_calls <= 0) return std::nullopt;
+  harness = *noop / static_cast<double>(noop_calls);
+  return *timed / static_cast<double>(timed_calls) - harness;
+}
+
+}  // namespace
+
+std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device) {
+  if (!report.timing || report.timing->samples_ms.empty()) return std::nullopt;
+  const auto& samples = report.timing->samples_ms;
+  const auto calls = static_cast<int64_t>(samples.size());
+  // Two outside clocks, each fooled by something the other is not: the orchestrator's wall clock counts
+  // time the worker spent descheduled on a busy machine, the kernel's count of the worker's CPU time
+  // counts a call's own threads several times over. The smaller of the two is what the calls took at
+  // most, whatever the worker's own clocks say.
+  double wall_harness = 0, cpu_harness = 0;
+  const auto wall = implied_per_call(report.noop_seconds, report.timing->noop_samples, report.timed_seconds, calls,
+                                     wall_harness);
+  const auto cpu = implied_per_call(report.noop_cpu_seconds, report.timing->noop_samples, report.timed_cpu_seconds,
+                                    calls, cpu_harness);
+  if (!wall) return std::string("the worker's clock marks around the timed calls are missing");
+  const bool by_cpu = cpu && *cpu < *wall;
+  const double implied = by_cpu ? *cpu : *wall;
+  const double harness = by_cpu ? cpu_harness : wall_harness;
+  double sum_ms = 0;
+  for (double ms : samples) sum_ms += ms;
+  const double reported = sum_ms * 1e-3 / static_cast<double>(calls);
+  const double slack = kClockSlackFraction * harness + (device == Device::cuda ? kClockSlackCudaSeconds : kClockSlackCpuSeconds);
+  if (reported >= kClockExplainedFraction * implied - slack) return std::nullopt;
+  return fmt::format("by {} the timed calls took {:.4g} ms each beyond the harness's own {:.4g} ms, but the worker "
+                     "reported {:.4g} ms each: its timer was not measuring the calls",
+                     by_cpu ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
+                     implied * 1e3, harness * 1e3, reported * 1e3);
+}
+
+LightCheck faster_than_light(double median_ms, double flops, double min_bytes, const Ceilings& ceilings,
+                             DType flops_dtype, Device device, int rotation_sets, int64_t rotation_bytes) {
+  LightCheck light;
+  const auto faster = below_floor(median_ms, 1.0, flops, min_bytes, ceilings, flops_dtype);
+  if (!faster) return light;
+  if (device == Device::cpu) {
+    if (auto impossible = below_floor(median_ms, 0.8, flops, min_bytes, ceilings, flops_dtype))
+      light.rejected = *impossible + "; on the cpu device times under 80% of it are impossible";
+    else
+      light.warning = *faster + ": faster than the speed of light (the cpu device's ceiling is a memcpy)";
+    return light;
+  }
+  const int64_t set_bytes = rotation_bytes / std::max(1, rotation_sets);
+  const bool cold = rotation_sets > 1 || set_bytes > static_cast<int64_t>(last_level_cache_bytes(device));
+  if (cold)
+    light.rejected = *faster + "; with cold inputs no time under the floor is possible";
+  else
+    light.warning = *faster + ": faster than the speed of light, possible only because the inputs fit in the L2";
+  return light;
+}
+
+}  // namespace d2k

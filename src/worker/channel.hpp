@@ -1,0 +1,37 @@
+// The worker's two streams (core/worker_protocol.hpp): frames in from the orchestrator on the control
+// stream, frames out on the evidence stream, each written whole before the worker goes on.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+#include <vector>
+
+#include "core/worker_protocol.hpp"
+
+namespace d2k {
+
+// Moves the streams the orchestrator gave the worker (stdin, fd 3) to kControlFd and kEvidenceFd, puts
+// /dev/null on stdin and points stdout at stderr, so that what the solution prints goes to the log and
+// nothing it writes on its standard streams can look like evidence. Throws d2k::Error.
+void take_channels();
+
+class ControlChannel {
+ public:
+  // The next frame; throws d2k::Error at end of stream or on a malformed frame.
+  Frame read();
+};
+
+class EvidenceChannel {
+ public:
+  explicit EvidenceChannel(const Token& token) : token_(token) {}
+  // One frame: `fields` as JSON, then the raw parts one after another. Throws d2k::Error when the
+  // orchestrator is gone.
+  void send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw = {});
+
+ private:
+  Token token_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace d2k
