@@ -9,6 +9,7 @@
 #include "eval/evaluator.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
+#include "core/summary.hpp"
 
 namespace d2k::agent {
 namespace {
@@ -84,11 +85,10 @@ ToolOutcome ToolBox::evaluate(const json&, bool time, int call_index) {
 
   ToolOutcome outcome;
   json& r = outcome.result;
-  int passed = 0;
-  for (const auto& t : traces) passed += t.status == Status::passed;
-  const bool all = passed == static_cast<int>(traces.size()) && !traces.empty();
+  const auto summary = summarize_run(traces);
+  const bool all = summary.all_passed();
   r["passed"] = all;
-  r["workloads_passed"] = passed;
+  r["workloads_passed"] = summary.passed;
   r["workloads"] = json::array();
   if (!traces.empty() && traces.front().status == Status::compile_error) {
     r = {{"passed", false}, {"status", "compile_error"}, {"log", cap_text(traces.front().log, kLogBytes)}};

@@ -1,8 +1,6 @@
-// profile: Nsight Compute on the worker process of a one-workload evaluation (ncu inside the worker's
-// sandbox, eval/ncu.hpp). The harness's own L2 flush kernel is left out of the summary.
+// profile: Nsight Compute on the worker process of a one-workload evaluation run in this process (ncu
+// inside the worker's sandbox, eval/ncu.hpp). The harness's own L2 flush kernel is left out of the summary.
 #include <fmt/format.h>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,14 +12,12 @@
 #include "eval/ncu.hpp"
 #include "core/error.hpp"
 #include "core/file_bytes.hpp"
-#include "runner/process.hpp"
 
 namespace d2k::agent {
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
 
 ToolOutcome unavailable(const std::string& why) {
   ToolOutcome outcome;
@@ -132,11 +128,6 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
     return outcome;
   }
   if (env_.environment->device != Device::cuda) return unavailable(fmt::format("the run's device is {}, not cuda", name_of(env_.environment->device)));
-  if (!find_on_path("ncu")) return unavailable("Nsight Compute (ncu) is not on PATH");
-
-  // A one-workload evaluation whose worker runs under ncu inside its sandbox (eval/ncu.hpp): ncu
-  // outside the sandbox does not reach the worker. The reference runs in the orchestrator, which ncu
-  // never sees, so only the solution's kernels and the worker's own (the L2 flush) are profiled.
   const auto scratch = env_.run_dir / "profile";
   fs::create_directories(scratch);
   const auto report = scratch / "ncu-report.txt";
@@ -144,24 +135,41 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
   fs::remove(report, ignored);
   std::string metrics;
   for (const auto& [name, key] : kMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(name);
-  const std::string sandbox = env_.environment->sandbox ? std::string(name_of(env_.environment->sandbox->mode)) : "off";
-  ProcessSpec spec;
-  spec.argv = {env_.d2k_executable.string(), "--root", env_.environment->root.string(), "eval", env_.task->name,
-               workspace_.dir().string(), "--device", "cuda", "-w", workload, "--no-baseline", "--min-samples", "1",
-               "--warmup", "0", "--max-seconds", "0", "--timeout", "300", "--sandbox", sandbox, "--seed",
-               std::to_string(derive_seed(env_.seed, static_cast<uint64_t>(call_index))), "--ncu-report",
-               report.string(), "--ncu-metrics", metrics, "--ncu-launch-count", "40"};
-  spec.cwd = scratch;
-  spec.timeout_seconds = 600;
-  const auto process = run_process(spec);
+  auto ncu = make_ncu_wrap(metrics, 40, report);
+  if (!ncu) return unavailable("Nsight Compute (ncu) is not on PATH");
+  Solution solution;
+  try {
+    solution = load_solution(workspace_.dir());
+  } catch (const Error& e) {
+    return unavailable(e.what());
+  }
+
+  // A one-workload evaluation, in this process, whose worker runs under ncu inside its sandbox
+  // (eval/ncu.hpp): ncu outside the sandbox does not reach the worker. The reference runs in the
+  // orchestrator, which ncu never sees, so only the solution's kernels and the worker's own (the L2
+  // flush) are profiled. No baseline and a single timed call: the profile is what is wanted, not times.
+  EvalSettings settings = *env_.eval;
+  settings.workloads = {workload};
+  settings.include_hidden = false;
+  settings.seed = derive_seed(env_.seed, static_cast<uint64_t>(call_index));
+  settings.baseline = false;
+  settings.timing.min_samples = 1;
+  settings.timing.warmup = 0;
+  settings.timing.max_seconds = 0;
+  settings.worker_timeout_seconds = 300;
+  settings.ncu = std::move(ncu);
+  const auto traces = Evaluator(*env_.environment, settings).evaluate(*env_.task, solution);
   const auto text = file_bytes(report);
   const auto kernels = parse_ncu_csv(text.value_or(""), 10);
   ToolOutcome outcome;
   if (kernels.empty()) {
+    // The status only: the trace's message may name a reference value, which check and benchmark
+    // redact and a model never sees.
+    const Trace& trace = traces.front();
     outcome.result = {{"available", false},
-                      {"error", fmt::format("ncu profiled no kernel of the solution (d2k eval {}{})", process.describe(),
-                                            text ? "" : "; no ncu report")},
-                      {"log", cap_text(process.output + "\n" + text.value_or(""), 4096)}};
+                      {"error", fmt::format("ncu profiled no kernel of the solution (the evaluation: {}{})",
+                                            name_of(trace.status), text ? "" : "; no ncu report")},
+                      {"log", cap_text(trace.log + "\n" + text.value_or(""), 4096)}};
     outcome.is_error = true;
     return outcome;
   }

@@ -14,6 +14,7 @@
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/summary.hpp"
 #include "eval/text_observer.hpp"
 
 namespace d2k::agent {
@@ -42,8 +43,7 @@ class Loop {
       : setup_(setup),
         settings_(setup.settings),
         writer_(setup.run_dir / "transcript.jsonl"),
-        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed,
-                         setup.d2k_executable}) {}
+        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}) {}
 
   void fresh() {
     PromptInputs inputs;
@@ -389,8 +389,7 @@ class Loop {
           if (setup_.log) observer.emplace(*setup_.log);
           traces = Evaluator(setup_.environment, options, observer ? &*observer : nullptr)
                        .evaluate(*setup_.task, load_solution(setup_.run_dir / solution));
-          passed = !traces.empty() &&
-                   std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.status == Status::passed; });
+          passed = summarize_run(traces).all_passed();
         }
       }
     }

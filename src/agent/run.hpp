@@ -24,7 +24,6 @@ struct RunSetup {
   llm::ChatClient* client = nullptr;
   std::function<double(const llm::Usage&)> cost_usd;  // the model's prices (llm::cost_usd); none: free
   std::filesystem::path run_dir;
-  std::filesystem::path d2k_executable;  // for the profile tool
   std::ostream* log = nullptr;           // a line per turn, for people
 };
 

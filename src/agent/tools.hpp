@@ -47,7 +47,6 @@ struct ToolEnv {
   const EvalEnvironment* environment = nullptr;  // device, root, caches, worker, sandbox
   const EvalSettings* eval = nullptr;   // timing; workloads: the published ones used
   uint64_t seed = 1;                    // the run's seed; each check and benchmark draws from it
-  std::filesystem::path d2k_executable; // for profile: run under ncu
 };
 
 // The tools of a condition: design-only has the file tools and submit only.

@@ -4,9 +4,6 @@
 
 #include <algorithm>
 
-#include "core/metrics.hpp"
-#include "core/overhead.hpp"
-
 namespace d2k {
 namespace {
 
@@ -74,7 +71,7 @@ void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows) {
                      clean, rows.size());
 }
 
-void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
+void print_trace_table(std::ostream& out, const std::vector<Trace>& traces, const RunSummary& summary) {
   std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
                                  {"solution us"}, {"p10-p90 us, 95% CI"}, {"speedup"}, {"achieved"}, {"% SOL"}};
   std::vector<std::vector<std::string>> rows;
@@ -93,29 +90,20 @@ void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
   }
   print_columns(out, columns, rows);
 
-  int passed = 0;
-  std::vector<double> speedups;
   for (const auto& t : traces) {
-    if (t.status == Status::passed) {
-      ++passed;
-      if (t.performance && t.performance->speedup) speedups.push_back(*t.performance->speedup);
-      continue;
-    }
+    if (t.status == Status::passed) continue;
     out << fmt::format("\n{} {}: {}: {}\n", t.task, t.workload, name_of(t.status), t.message);
     if (!t.log.empty() && (t.status == Status::compile_error || t.status == Status::runtime_error)) {
       const auto tail = t.log.size() > 2000 ? t.log.substr(t.log.size() - 2000) : t.log;
       out << "  log (end):\n" << tail << (tail.empty() || tail.back() == '\n' ? "" : "\n");
     }
   }
-  std::vector<const Trace*> throttled;
-  for (const auto& t : traces) {
-    if (t.clocks && t.clocks->throttled) throttled.push_back(&t);
-  }
-  if (!throttled.empty()) out << '\n';
-  for (const Trace* t : throttled) out << fmt::format("note: {} {} (!): {}\n", t->task, t->workload, t->clocks->warning);
-  out << fmt::format("\n{} of {} passed", passed, traces.size());
-  if (auto g = geomean(speedups)) out << fmt::format("; geomean speedup over eager {:.2f}x", *g);
-  out << '\n' << describe(overhead_of(traces)) << '\n';
+  if (summary.throttled > 0) out << '\n';
+  for (const auto& t : traces)
+    if (t.clocks && t.clocks->throttled) out << fmt::format("note: {} {} (!): {}\n", t.task, t.workload, t.clocks->warning);
+  out << fmt::format("\n{} of {} passed", summary.passed, summary.total);
+  if (summary.geomean_speedup) out << fmt::format("; geomean speedup over eager {:.2f}x", *summary.geomean_speedup);
+  out << '\n' << describe(summary.overhead) << '\n';
 }
 
 void print_task_list(std::ostream& out, const std::vector<Task>& tasks) {

@@ -5,14 +5,15 @@
 #include <vector>
 
 #include "core/repeat.hpp"
+#include "core/summary.hpp"
 #include "core/task.hpp"
 #include "core/trace.hpp"
 
 namespace d2k {
 
 // One row per trace: status, eager and solution time, speedup, achieved rate, % of speed of light;
-// then the message of every trace that did not pass, and a one-line summary.
-void print_trace_table(std::ostream& out, const std::vector<Trace>& traces);
+// then the message of every trace that did not pass, the throttled ones, and `summary` (of these traces).
+void print_trace_table(std::ostream& out, const std::vector<Trace>& traces, const RunSummary& summary);
 
 // `--repeat N`: per workload, runs passed, the median of the runs' medians, their spread; then every
 // run that did not pass.

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/overhead.hpp"
+#include "core/summary.hpp"
 #include "core/ceilings.hpp"
 
 using nlohmann::json;
@@ -418,6 +419,11 @@ void to_json(nlohmann::json& j, const RepeatRow& r) {
   j = {{"task", r.task}, {"workload", r.workload}, {"runs", r.runs}, {"passed", r.passed},
        {"failures", r.failures}, {"medians_ms", r.medians_ms}, {"median_ms", r.median_ms},
        {"min_ms", r.min_ms}, {"max_ms", r.max_ms}, {"spread", r.spread}};
+}
+
+void to_json(nlohmann::json& j, const RunSummary& s) {
+  j = {{"passed", s.passed}, {"total", s.total}, {"geomean_speedup", optional(s.geomean_speedup)},
+       {"throttled", s.throttled}, {"overhead", s.overhead}};
 }
 
 }  // namespace d2k

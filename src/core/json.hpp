@@ -63,5 +63,7 @@ struct Overhead;  // core/overhead.hpp
 void to_json(nlohmann::json& j, const Overhead& value);
 void from_json(const nlohmann::json& j, Trace& value);
 void to_json(nlohmann::json& j, const RepeatRow& value);
+struct RunSummary;  // core/summary.hpp
+void to_json(nlohmann::json& j, const RunSummary& value);
 
 }  // namespace d2k

@@ -567,4 +567,36 @@ std::vector<Task> load_tasks(const fs::path& tasks_root) {
   return tasks;
 }
 
+namespace {
+
+// The names of the tasks under tasks_root, from their folders alone (nothing is read): for the error of
+// an unknown name.
+std::vector<std::string> task_names(const fs::path& tasks_root) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& family : fs::directory_iterator(tasks_root, error)) {
+    if (!family.is_directory()) continue;
+    for (const auto& dir : fs::directory_iterator(family.path(), error))
+      if (fs::is_regular_file(dir.path() / "task.toml"))
+        names.push_back(family.path().filename().string() + "/" + dir.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+Task load_task(const fs::path& tasks_root, const std::string& name) {
+  // "<family>/<name>" and nothing else: no path may lead out of tasks_root.
+  const fs::path relative(name);
+  const bool well_formed = std::distance(relative.begin(), relative.end()) == 2 &&
+                           std::none_of(relative.begin(), relative.end(), [](const fs::path& part) {
+                             return part.empty() || part == "." || part == "..";
+                           });
+  const fs::path dir = tasks_root / relative;
+  if (!well_formed || relative.is_absolute() || !fs::is_regular_file(dir / "task.toml"))
+    fail("no task '{}' (known: {})", name, fmt::join(task_names(tasks_root), ", "));
+  return load_task(dir, tasks_root);
+}
+
 }  // namespace d2k

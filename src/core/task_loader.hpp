@@ -16,4 +16,9 @@ Task load_task(const std::filesystem::path& task_dir, const std::filesystem::pat
 // Every tasks_root/*/*/task.toml, sorted by task name.
 std::vector<Task> load_tasks(const std::filesystem::path& tasks_root);
 
+// The task `name` ("<family>/<name>") of tasks_root, read from tasks_root/<family>/<name>/task.toml
+// without reading any other task; "no task 'x' (known: ...)" when there is none. Pass the name as a
+// std::string: a string literal would match the overload above as well.
+Task load_task(const std::filesystem::path& tasks_root, const std::string& name);
+
 }  // namespace d2k

@@ -1,9 +1,12 @@
 // Where and with what evaluations run: the device and its measured ceilings, the d2k tree, the caches,
 // the worker executable and the sandbox. Made once per command and shared by every evaluation of it.
+// Each piece has its own function, so that a command needing only some of them (`d2k ceilings`: the
+// device and its ceilings) never probes a sandbox or looks for a worker.
 #pragma once
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "core/ceilings.hpp"
@@ -22,5 +25,34 @@ struct EvalEnvironment {
   std::filesystem::path worker;       // the d2k-worker executable
   std::optional<Sandbox> sandbox;     // builds and workers run in it (its mode and launcher)
 };
+
+// What the environment is made from: the command line's choices and the places it resolved.
+struct EnvironmentOptions {
+  std::string device = "auto";      // auto (cuda when a GPU is usable, else cpu), cuda or cpu
+  std::string sandbox = "strict";   // strict, best-effort or off (docs/sandbox.md)
+  bool refresh_ceilings = false;    // measure the ceilings again instead of reading the cached ones
+  std::filesystem::path root;       // the d2k tree
+  std::filesystem::path cache_dir;  // holds builds/, scratch/ and the measured ceilings
+  std::filesystem::path bin_dir;    // holds d2k-worker and d2k-sandbox; empty: the running executable's folder
+  std::ostream* log = nullptr;      // notes for a person: why auto chose cpu, the sandbox, ceilings measured
+};
+
+// The device `options.device` names. auto falls back to cpu, saying why on the log; cuda that is not
+// usable and an unknown name are errors.
+Device resolve_device(const EnvironmentOptions& options);
+
+// The device's ceilings cached under options.cache_dir, measured (and cached) when there are none or
+// options.refresh_ceilings is set (timing/ceilings.hpp).
+Ceilings device_ceilings(Device device, const EnvironmentOptions& options);
+
+// The sandbox of builds and workers, tried once: in strict mode a machine that cannot isolate them is an
+// error before anything is evaluated; otherwise the log says what applies.
+Sandbox probe_sandbox(Device device, const EnvironmentOptions& options);
+
+// The d2k-worker executable in options.bin_dir; an error naming the path when it is missing.
+std::filesystem::path find_worker(const EnvironmentOptions& options);
+
+// All of the above, and the cache folders created: what `d2k eval`, `d2k bench` and `d2k agent` run in.
+EvalEnvironment make_environment(const EnvironmentOptions& options);
 
 }  // namespace d2k

@@ -3,6 +3,7 @@
 // Measure, then print: the traces themselves are the evaluation's result, not these calls.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "core/task.hpp"
@@ -29,6 +30,8 @@ class EvalObserver {
   // "timing the eager baseline", ...
   virtual void step(const WorkloadProgress& at, std::string_view what) {}
   virtual void finished(const WorkloadProgress& at, const Trace& trace) {}
+  // Whoever repeats evaluations (`--repeat N`) says so before each: run 1-based among `runs`, its seed.
+  virtual void run_started(int run, int runs, uint64_t seed) {}
 };
 
 }  // namespace d2k

@@ -1,0 +1,31 @@
+# The command line sets up only what a subcommand needs: `d2k ceilings` runs without the worker and the
+# sandbox launcher beside it (eval then fails for want of them); `d2k eval` reads only the named task,
+# so a broken task elsewhere in the tree does not stop it (while `d2k tasks` reports it).
+source "$(dirname "$0")/lib.bash"
+task=norm/fused_add_rmsnorm
+
+# A d2k alone in a folder: no d2k-worker, no d2k-sandbox.
+mkdir -p "$WORK/alone"
+cp "$D2K" "$WORK/alone/d2k"
+"$WORK/alone/d2k" ceilings --device cpu | tee "$WORK/ceilings.txt"
+grep -Eq "\(cpu\): copy [0-9]+ GB/s" "$WORK/ceilings.txt" || { echo "FAIL: no ceilings line" >&2; exit 1; }
+echo "ok: ceilings without worker or sandbox"
+set +e; out=$("$WORK/alone/d2k" eval $task "$D2K_ROOT/tasks/$task/solution/cpu" --device cpu 2>&1); code=$?; set -e
+expect_eq "$code" 2 "exit status of eval without a worker"
+case "$out" in *"the worker executable is missing: $WORK/alone/d2k-worker"*) echo "ok: eval looks for the worker beside d2k";;
+  *) echo "FAIL: eval without a worker said: $out" >&2; exit 1;; esac
+
+# A tree with the task, the ABI header and a broken task.
+root="$WORK/root"
+mkdir -p "$root/tasks/norm" "$root/tasks/broken/garbage"
+cp -r "$D2K_ROOT/include" "$root/include"
+cp -r "$D2K_ROOT/tasks/$task" "$root/tasks/norm/"
+echo "this is = not [ toml" > "$root/tasks/broken/garbage/task.toml"
+expect_exit 2 "$D2K" --root "$root" tasks
+"$D2K" --root "$root" eval $task "$root/tasks/$task/solution/cpu" --device cpu -w llama3-8b-T1 --max-seconds 0.05 \
+  --min-samples 3 --warmup 1 --no-baseline --json "$WORK/one.json" > /dev/null
+expect_eq "$(status_of "$WORK/one.json" llama3-8b-T1)" passed "eval beside a broken task"
+set +e; out=$("$D2K" --root "$root" eval norm/nope "$root/tasks/$task/solution/cpu" --device cpu 2>&1); code=$?; set -e
+expect_eq "$code" 2 "exit status of an unknown task"
+case "$out" in *"no task 'norm/nope' (known: broken/garbage, norm/fused_add_rmsnorm)"*) echo "ok: unknown task named with the known ones";;
+  *) echo "FAIL: unknown task said: $out" >&2; exit 1;; esac
