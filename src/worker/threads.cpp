@@ -1,15 +1,15 @@
 #include "worker/threads.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
+#include <string>
 #include <string_view>
-#include <thread>
 
 #include "core/error.hpp"
 
@@ -17,18 +17,74 @@ namespace d2k {
 namespace {
 
 constexpr const char* kStatus = "/proc/self/status";
+constexpr const char* kTasks = "/proc/self/task";
 
-// How long threads_left waits for a thread that was joined to leave the kernel's count. pthread_join
-// returns when the kernel clears the thread's tid (at mm_release, early in its exit); the count drops
-// a little later, when the exiting thread is released (__exit_signal). tests/worker/test_threads.cpp
-// measures it (JoinedThreadsLeaveWithinTheGrace): on the 2-core build machine at a load of about 10,
-// the first reading after a join was already clean in every one of 300 joins (in each of eleven
-// runs), so threads_left took one reading: at most 0.34 ms when preempted. 2 ms is far above that, and
-// it is paid only when a thread really is left.
-constexpr auto kThreadGrace = std::chrono::microseconds(2000);
-constexpr auto kFirstPause = std::chrono::microseconds(20);
+// PF_EXITING (include/linux/sched.h): set at the start of do_exit, before the thread's memory is let
+// go and its tid cleared, which is what wakes pthread_join. A thread with it never runs user code again.
+constexpr unsigned long kExiting = 0x4;
 
 std::atomic<int> legacy_baseline{-1};
+
+// Reads a small /proc file into `text`; its size, or -errno.
+long read_proc(const char* path, char* text, std::size_t capacity) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  std::size_t size = 0;
+  while (size < capacity) {
+    const ssize_t n = ::read(fd, text + size, capacity - size);
+    if (n > 0) {
+      size += static_cast<std::size_t>(n);
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int error = errno;
+      ::close(fd);
+      return -error;
+    }
+  }
+  ::close(fd);
+  return static_cast<long>(size);
+}
+
+// Whether a thread's stat line says it is exiting. The name (comm, in parentheses) is the thread's own
+// to choose, parentheses and digits included ("x) R 0 0 0 0 0 4" would pose as flags): the fields are
+// counted from the last ')'. After it: state ppid pgrp session tty_nr tpgid flags.
+bool exiting(std::string_view stat, const std::string& path) {
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) fail("{}: no ')' after the thread's name", path);
+  std::size_t at = close + 1;
+  for (int field = 0; field < 7; ++field) {
+    while (at < stat.size() && stat[at] == ' ') ++at;
+    if (field == 6) break;
+    while (at < stat.size() && stat[at] != ' ') ++at;
+  }
+  unsigned long flags = 0;
+  std::size_t digits = 0;
+  for (; at < stat.size() && stat[at] >= '0' && stat[at] <= '9'; ++at, ++digits) flags = flags * 10 + (stat[at] - '0');
+  if (digits == 0) fail("{}: no flags field", path);
+  return (flags & kExiting) != 0;
+}
+
+// The threads of this process that are not exiting.
+int live_threads() {
+  DIR* tasks = ::opendir(kTasks);
+  if (tasks == nullptr) fail("cannot list {}: {}", kTasks, std::strerror(errno));
+  int live = 0;
+  char text[1024];
+  while (const dirent* entry = ::readdir(tasks)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const std::string path = std::string(kTasks) + "/" + entry->d_name + "/stat";
+    const long size = read_proc(path.c_str(), text, sizeof text);
+    if (size == -ENOENT || size == -ESRCH || size == 0) continue;  // released since the listing
+    if (size < 0) {
+      ::closedir(tasks);
+      fail("cannot read {}: {}", path, std::strerror(static_cast<int>(-size)));
+    }
+    live += exiting(std::string_view(text, static_cast<std::size_t>(size)), path) ? 0 : 1;
+  }
+  ::closedir(tasks);
+  return live;
+}
 
 }  // namespace
 
@@ -38,27 +94,14 @@ std::atomic<int> legacy_baseline{-1};
 // getdents call per batch of entries, can see a thread that starts or ends during the walk counted or
 // not, and costs more the more threads there are. Both see every thread however it was created. The
 // cost is the kernel's (a plain open/read, no allocation): 37 us per reading on the 2-core build
-// machine at a load of about 10 (JoinedThreadsLeaveWithinTheGrace prints it), where walking
-// /proc/self/task of 9 threads took 26 us and reading /proc/self/stat 31 us.
+// machine at a load of about 10 (JoinedThreadsAreNotLeft prints it), where walking /proc/self/task of
+// 9 threads took 26 us and reading /proc/self/stat 31 us. The walk is kept for when the count is above
+// the baseline, where each thread's flags are needed anyway.
 int kernel_thread_count() {
-  const int fd = ::open(kStatus, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open {}: {}", kStatus, std::strerror(errno));
   char text[8192];
-  std::size_t size = 0;
-  while (size < sizeof text) {
-    const ssize_t n = ::read(fd, text + size, sizeof text - size);
-    if (n > 0) {
-      size += static_cast<std::size_t>(n);
-    } else if (n == 0) {
-      break;
-    } else if (errno != EINTR) {
-      const int error = errno;
-      ::close(fd);
-      fail("cannot read {}: {}", kStatus, std::strerror(error));
-    }
-  }
-  ::close(fd);
-  const std::string_view status(text, size);
+  const long size = read_proc(kStatus, text, sizeof text);
+  if (size < 0) fail("cannot read {}: {}", kStatus, std::strerror(static_cast<int>(-size)));
+  const std::string_view status(text, static_cast<std::size_t>(size));
   constexpr std::string_view kField = "\nThreads:";
   const std::size_t at = status.find(kField);
   if (at == std::string_view::npos) fail("{} has no 'Threads:' line ({} bytes read)", kStatus, size);
@@ -75,16 +118,10 @@ int kernel_thread_count() {
 }
 
 std::optional<int> threads_left(int baseline) {
-  int now = kernel_thread_count();
-  if (now <= baseline) return std::nullopt;
-  const auto deadline = std::chrono::steady_clock::now() + kThreadGrace;
-  for (auto pause = kFirstPause;; pause *= 2) {
-    const auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= decltype(left)::zero()) return now - baseline;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, left));
-    now = kernel_thread_count();
-    if (now <= baseline) return std::nullopt;
-  }
+  if (kernel_thread_count() <= baseline) return std::nullopt;
+  const int live = live_threads();
+  if (live <= baseline) return std::nullopt;
+  return live - baseline;
 }
 
 void start_counting_threads() { legacy_baseline.store(kernel_thread_count()); }

@@ -14,9 +14,12 @@ namespace d2k {
 int kernel_thread_count();
 
 // Threads above `baseline` (the count taken once the worker's own and the runtime's threads had all
-// started) still there after a short, bounded wait; nothing when the count is back at or below it.
-// The wait is for threads that were joined but not yet released by the kernel (threads.cpp: at most
-// kThreadGraceMicros, and only when the first reading is above the baseline).
+// started) that can still run code; nothing when there are none. A thread that was joined may stay
+// in the kernel's count a moment after pthread_join returned; it is then already exiting (PF_EXITING
+// in /proc/self/task/<tid>/stat) and can never run user code again, so it is not counted. No waiting:
+// a grace period would be time for a detached thread to finish its work after the call, untimed.
+// One reading of /proc/self/status when the count is at the baseline; a walk of /proc/self/task
+// (a reading per thread) only when it is above. Throws d2k::Error when /proc cannot be read.
 std::optional<int> threads_left(int baseline);
 
 // TODO(issue 10, lead): remove both once worker.cpp calls kernel_thread_count() and threads_left().
