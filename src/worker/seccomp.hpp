@@ -2,8 +2,10 @@
 // once the worker's set-up (CUDA context, buffers, channels, the harness's threads) is done and before
 // the solution is loaded: from then on nothing in the process can start a timer or an alarm, install a
 // signal handler, fork, start a process that shares its memory, exec, submit asynchronous I/O, install
-// a seccomp filter of its own, or close or replace the worker's channels. Threads (clone with
-// CLONE_THREAD) stay allowed: the kernel counts them after every call (threads.hpp).
+// a seccomp filter of its own, set the clocks, or close or replace the worker's channels. Threads
+// (clone with CLONE_THREAD) stay allowed: the kernel counts them after every call (threads.hpp).
+// Whatever the worker itself needs of these (ignoring SIGPIPE on the evidence pipe, NVML's set-up)
+// must be done before the filter.
 //
 // The filter stacks on the sandbox launcher's (src/sandbox/restrict.cpp), which already refuses
 // namespaces, mounts, ptrace and the network; each syscall is refused if either filter refuses it.
