@@ -77,13 +77,6 @@ uint64_t derive_seed(uint64_t seed, uint64_t salt) {
   return z ^ (z >> 31);
 }
 
-std::string cap_text(const std::string& text, std::size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  const auto half = max_bytes / 2;
-  return text.substr(0, half) + fmt::format("\n[... {} bytes cut ...]\n", text.size() - 2 * half) +
-         text.substr(text.size() - half);
-}
-
 std::vector<llm::ToolSpec> tool_specs(Condition condition) {
   std::vector<llm::ToolSpec> specs;
   specs.push_back({"list_files", "List the files of your workspace (or of one folder in it), with their sizes.",

@@ -14,6 +14,7 @@
 #include "agent/condition.hpp"
 #include "agent/workspace.hpp"
 #include "core/task.hpp"
+#include "core/text.hpp"
 #include "llm/chat.hpp"
 
 namespace d2k {
@@ -84,7 +85,7 @@ class ToolBox {
 uint64_t derive_seed(uint64_t seed, uint64_t salt);
 
 // Caps a text at max_bytes, keeping its head and tail and saying how much was cut.
-std::string cap_text(const std::string& text, std::size_t max_bytes);
+
 
 // Limits of what a tool returns.
 inline constexpr std::size_t kReadBytes = 24 * 1024;

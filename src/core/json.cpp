@@ -188,18 +188,20 @@ void from_json(const json& j, WorkerFailure& value) {
   read_field(j, "message", value.message);
 }
 
-void to_json(json& j, const KernelClockReport& value) {
+void to_json(json& j, const SecondClockReport& value) {
   j = json{{"available", value.available},         {"unavailable", value.unavailable},
-           {"event_ms", value.event_ms},           {"kernel_ms", value.kernel_ms},
-           {"other_streams", value.other_streams}, {"contexts_created", value.contexts_created}};
+           {"event_ms", value.event_ms},           {"busy_ms", value.busy_ms},
+           {"other_context", value.other_context}, {"between_calls", value.between_calls},
+           {"contexts_created", value.contexts_created}};
 }
-void from_json(const json& j, KernelClockReport& value) {
-  expect_object(j, "kernel clock");
+void from_json(const json& j, SecondClockReport& value) {
+  expect_object(j, "second clock");
   read_optional(j, "available", value.available);
   read_optional(j, "unavailable", value.unavailable);
   read_optional(j, "event_ms", value.event_ms);
-  read_optional(j, "kernel_ms", value.kernel_ms);
-  read_optional(j, "other_streams", value.other_streams);
+  read_optional(j, "busy_ms", value.busy_ms);
+  read_optional(j, "other_context", value.other_context);
+  read_optional(j, "between_calls", value.between_calls);
   read_optional(j, "contexts_created", value.contexts_created);
 }
 
@@ -210,7 +212,7 @@ void to_json(json& j, const TimingReport& value) {
            {"rotation_bytes", value.rotation_bytes},
            {"noop_samples", value.noop_samples},
            {"clocks", value.clocks ? json(*value.clocks) : json(nullptr)},
-           {"kernel_clock", value.kernel_clock ? json(*value.kernel_clock) : json(nullptr)}};
+           {"second_clock", value.second_clock ? json(*value.second_clock) : json(nullptr)}};
 }
 void from_json(const json& j, TimingReport& value) {
   expect_object(j, "timing report");
@@ -221,9 +223,9 @@ void from_json(const json& j, TimingReport& value) {
   read_optional(j, "noop_samples", value.noop_samples);
   value.clocks.reset();
   if (j.contains("clocks") && !j.at("clocks").is_null()) value.clocks = j.at("clocks").get<GpuClocks>();
-  value.kernel_clock.reset();
-  if (j.contains("kernel_clock") && !j.at("kernel_clock").is_null())
-    value.kernel_clock = j.at("kernel_clock").get<KernelClockReport>();
+  value.second_clock.reset();
+  if (j.contains("second_clock") && !j.at("second_clock").is_null())
+    value.second_clock = j.at("second_clock").get<SecondClockReport>();
 }
 
 // Ceilings ---------------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ void to_json(nlohmann::json& j, WorkerStatus value);
 void from_json(const nlohmann::json& j, WorkerStatus& value);
 void to_json(nlohmann::json& j, const WorkerFailure& value);
 void from_json(const nlohmann::json& j, WorkerFailure& value);
-void to_json(nlohmann::json& j, const KernelClockReport& value);
-void from_json(const nlohmann::json& j, KernelClockReport& value);
+void to_json(nlohmann::json& j, const SecondClockReport& value);
+void from_json(const nlohmann::json& j, SecondClockReport& value);
 void to_json(nlohmann::json& j, const TimingReport& value);
 void from_json(const nlohmann::json& j, TimingReport& value);
 

@@ -174,15 +174,16 @@ struct WorkerFailure {
   std::string message;
 };
 
-// What the second clock (CUPTI activity records of the solution's kernels) saw in the verification
-// calls, beside the event timer's samples of the same calls.
-struct KernelClockReport {
+// What the second clock (CUPTI's activity records of the device's work, timing/cupti_clock.hpp) saw in
+// the verification calls, beside the event timer's samples of the same calls.
+struct SecondClockReport {
   bool available = false;
-  std::string unavailable;           // why not
-  std::vector<double> event_ms;      // the event timer, per verification call
-  std::vector<double> kernel_ms;     // the union of the solution's kernels' intervals, per call
-  int other_streams = 0;             // kernels on another stream than the call's
-  int contexts_created = 0;          // CUDA contexts the solution created
+  std::string unavailable;             // why not
+  std::vector<double> event_ms;        // the event timer, per verification call
+  std::vector<double> busy_ms;         // the union of the solution's device work in each call
+  int other_context = 0;               // of that work, on another context than the harness's
+  int between_calls = 0;               // solution kernels that started outside every call
+  std::vector<std::string> contexts_created;  // CUDA contexts the solution created
 };
 
 struct TimingReport {
@@ -192,7 +193,7 @@ struct TimingReport {
   int64_t rotation_bytes = 0;       // their tensor bytes together
   int64_t noop_samples = 0;         // samples of the timing loop run with nothing called, before load
   std::optional<GpuClocks> clocks;  // cuda only
-  std::optional<KernelClockReport> kernel_clock;  // cuda only
+  std::optional<SecondClockReport> second_clock;  // cuda only
 };
 
 // Digests (FrameKind::digests): `what` says of which tensors, in request order of those it covers.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "core/keyed_digest.hpp"
@@ -173,6 +174,16 @@ std::optional<Finding> outside_clock_agrees(const WorkloadRun& run) {
   return std::nullopt;
 }
 
+// cuda: the second clock's records of the verification calls (CUPTI) against the event timer's.
+std::optional<Finding> second_clock_agrees(const WorkloadRun& run) {
+  if (!run.timed) return std::nullopt;
+  const TimingReport& timing = *report_of(run).timing;
+  if (!timing.second_clock || !timing.second_clock->available) return std::nullopt;
+  if (auto why = second_clock_disagrees(*timing.second_clock, summarize(timing.samples_ms).median_ms))
+    return finding(Status::rejected, *why);
+  return std::nullopt;
+}
+
 std::optional<Finding> not_faster_than_light(const WorkloadRun& run) {
   if (!run.timed) return std::nullopt;
   const TimingReport& timing = *report_of(run).timing;
@@ -196,6 +207,7 @@ constexpr Check kChecks[] = {
     timed_copies_unchanged,
     timing_came_back,
     outside_clock_agrees,
+    second_clock_agrees,
     not_faster_than_light,
 };
 
@@ -229,6 +241,15 @@ constexpr double kClockExplainedFraction = 0.5;
 constexpr double kClockSlackFraction = 0.25;  // of the harness's own cost per call
 constexpr double kClockSlackCudaSeconds = 50e-6;
 constexpr double kClockSlackCpuSeconds = 1e-3;
+// The second clock: the device's busy time may exceed the events' by this factor and slack (event
+// timestamps are taken on the stream, records per kernel; launch gaps make the events the longer one).
+constexpr double kSecondClockFactor = 1.25;
+constexpr double kSecondClockSlackMs = 0.02;
+
+double quantile_of(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return quantile(values, q);
+}
 
 // Per timed call, what the outside clock says the calls themselves took: the interval's cost per call
 // less the harness's own per call (measured the same way with nothing called).
@@ -267,6 +288,34 @@ std::optional<std::string> clock_disagrees(const WorkerReport& report, Device de
                      "reported {:.4g} ms each: its timer was not measuring the calls",
                      by_cpu ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
                      implied * 1e3, harness * 1e3, reported * 1e3);
+}
+
+std::optional<std::string> second_clock_disagrees(const SecondClockReport& second, double timed_median_ms) {
+  if (!second.contexts_created.empty())
+    return fmt::format("created a CUDA context of its own ({}): work there escapes the harness's synchronization and "
+                       "its timers",
+                       second.contexts_created.front());
+  if (second.other_context > 0)
+    return fmt::format("ran {} kernels or copies on another CUDA context during the calls", second.other_context);
+  if (second.between_calls > 0)
+    return fmt::format("launched {} kernels outside its calls (the device's own records show them between the timed "
+                       "calls): work outside the calls is not timed",
+                       second.between_calls);
+  if (second.event_ms.empty() || second.busy_ms.size() != second.event_ms.size()) return std::nullopt;
+  const double event = quantile_of(second.event_ms, 0.5), busy = quantile_of(second.busy_ms, 0.5);
+  // The events bracket the call's stream; the device's records are the work itself. Work longer than the
+  // events means the events did not bracket it (a timer that lies, events captured into a graph).
+  if (busy > kSecondClockFactor * event + kSecondClockSlackMs)
+    return fmt::format("the device's own records show {:.4g} ms of work per call, the event timer {:.4g} ms: the timer "
+                       "did not measure the calls",
+                       busy, event);
+  // A timer that lies only in the main loop: its median far below what the same calls took under the
+  // second clock (there warm, so if anything faster).
+  if (timed_median_ms < (busy - kSecondClockSlackMs) / kSecondClockFactor / 2)
+    return fmt::format("the timed calls' median is {:.4g} ms, but the same calls under the device's own clock took "
+                       "{:.4g} ms of work each",
+                       timed_median_ms, busy);
+  return std::nullopt;
 }
 
 LightCheck faster_than_light(double median_ms, double flops, double min_bytes, const Ceilings& ceilings,

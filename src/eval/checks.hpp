@@ -57,6 +57,10 @@ TensorMap outputs_of(const Task& task, const Workload& workload, const std::vect
 // nothing called. Why not, or nothing.
 std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device);
 
+// The second clock (CUPTI's records of the verification calls, cuda) against the event timer's samples of
+// the same calls and the timed calls' median: why they disagree, or nothing.
+std::optional<std::string> second_clock_disagrees(const SecondClockReport& second, double timed_median_ms);
+
 // A median faster than the speed of light: rejected when the inputs were cold (rotated, or larger than
 // the L2), otherwise a warning. On the cpu device, a test seam whose ceiling is a memcpy, only a median
 // under 0.8 of the floor is rejected.

@@ -10,6 +10,7 @@
 #include "core/keyed_digest.hpp"
 #include "core/metrics.hpp"
 #include "core/overhead.hpp"
+#include "core/text.hpp"
 #include "core/timestamp.hpp"
 #include "eval/checks.hpp"
 #include "reference/inputs.hpp"
@@ -26,11 +27,7 @@ namespace {
 
 constexpr std::size_t kLogCap = 16 * 1024;
 
-std::string cap(const std::string& log) {
-  if (log.size() <= kLogCap) return log;
-  return log.substr(0, kLogCap / 2) + fmt::format("\n[... {} bytes cut ...]\n", log.size() - kLogCap) +
-         log.substr(log.size() - kLogCap / 2);
-}
+std::string cap(const std::string& log) { return cap_text(log, kLogCap); }
 
 // The seed of the second draw: another draw than the first for every seed, known only here.
 uint64_t second_seed(uint64_t seed) { return (seed ^ 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL + 1; }
@@ -141,6 +138,8 @@ void add_performance(Trace& trace, const Task& task, const Workload& workload, c
                                        environment.device, timing.rotation_sets, timing.rotation_bytes);
   if (light.warning) trace.warnings.push_back(*light.warning);
   if (trace.clocks && trace.clocks->throttled) trace.warnings.push_back(trace.clocks->warning);
+  if (timing.second_clock && !timing.second_clock->available)
+    trace.warnings.push_back("the second clock (CUPTI) could not run: " + timing.second_clock->unavailable);
 }
 
 // The eager reference timed on the workload's inputs (already drawn), once per process (`cache`).

@@ -201,6 +201,15 @@ KernelClock::~KernelClock() {
   state.contexts_created.clear();
 }
 
+void KernelClock::pause() {
+  check_cupti(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+  for (CUpti_ActivityKind kind : kKinds) check_cupti(cuptiActivityDisable(kind), "cuptiActivityDisable");
+}
+
+void KernelClock::resume() {
+  for (CUpti_ActivityKind kind : kKinds) check_cupti(cuptiActivityEnable(kind), "cuptiActivityEnable");
+}
+
 void KernelClock::begin_window(cudaStream_t stream) {
   if (state_->in_window) fail("KernelClock::begin_window: the previous window was not ended");
   State::Open open;

@@ -69,6 +69,12 @@ class KernelClock {
   void begin_window(cudaStream_t stream);
   void end_window();
 
+  // Stops and starts recording the device's work (CUPTI's activity records), so that the main timing
+  // loop runs without CUPTI's instrumentation and only a short verification loop with it. Contexts
+  // created are noticed either way. A clock starts recording.
+  void pause();
+  void resume();
+
   // Flushes CUPTI's buffers and returns the windows since the last collect, with what fell between
   // them. Call it after a device synchronization (work still running has no record yet).
   KernelClockReport collect();

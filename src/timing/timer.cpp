@@ -55,6 +55,7 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const CallHoo
   for (int i = 0; i < config.warmup; ++i) {
     if (hooks.before) hooks.before();
     call();
+    if (hooks.right_after) hooks.right_after();
     if (hooks.after) hooks.after();
   }
   if (hooks.sampling_begins) hooks.sampling_begins();
@@ -68,6 +69,7 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const CallHoo
     Clock::time_point begin = Clock::now();
     call();
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+    if (hooks.right_after) hooks.right_after();
     if (hooks.after) hooks.after();
     return ms;
   });
@@ -114,6 +116,7 @@ std::vector<double> measure_cuda(const std::function<void()>& call, const CallHo
     check_cuda(cudaEventRecord(start.get(), stream), "cudaEventRecord");
     if (with_call) call();
     check_cuda(cudaEventRecord(end.get(), stream), "cudaEventRecord");
+    if (hooks.right_after) hooks.right_after();
     // Device-wide: work the call started elsewhere must end before the next sample's flush.
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a timed call");
     check_cuda(cudaGetLastError(), "a timed call");
@@ -135,6 +138,7 @@ std::vector<double> measure_cuda(const std::function<void()>& call, const CallHo
   for (int i = 0; i < config.warmup; ++i) {
     if (hooks.before) hooks.before();
     call();
+    if (hooks.right_after) hooks.right_after();
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a warm-up call");
     check_cuda(cudaGetLastError(), "a warm-up call");
     if (hooks.after) hooks.after();

@@ -4,11 +4,9 @@
 #include <link.h>
 
 #include <array>
-#include <chrono>
 #include <filesystem>
 #include <set>
 #include <string_view>
-#include <thread>
 
 #include "worker/threads.hpp"
 
@@ -39,13 +37,6 @@ constexpr std::array<std::string_view, 12> kForbiddenLibraries = {
 
 }  // namespace
 
-int thread_count() {
-  std::error_code error;
-  int count = 0;
-  for (fs::directory_iterator it("/proc/self/task", error), end; !error && it != end; it.increment(error)) ++count;
-  return count;
-}
-
 std::optional<std::string> forbidden_library_loaded() {
   for (const std::string& path : loaded_objects()) {
     const std::string file = fs::path(path).filename().string();
@@ -61,23 +52,13 @@ std::optional<std::string> forbidden_library_loaded() {
 
 // A solution may do its work in threads of its own, but none may outlive the call: a thread left
 // running can compute the outputs after the call returned (or while the next call is timed), where no
-// timer sees it. The kernel's list of the process's threads, with a moment's grace for a joined thread
-// that the kernel has not yet removed.
+// timer sees it.
 std::optional<std::string> leftover_threads(int baseline) {
-  if (const int running = threads_running(); running > 0) {
-    return fmt::format("left {} thread(s) running after d2k_run returned; work must be done, and its threads "
-                       "ended, within the call",
-                       running);
-  }
-  int now = thread_count();
-  for (int retry = 0; retry < 2 && now > baseline; ++retry) {
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-    now = thread_count();
-  }
-  if (now <= baseline) return std::nullopt;
-  return fmt::format("left {} thread(s) running after d2k_run returned ({} before the solution was loaded, {} "
-                     "after); work must be done, and its threads ended, within the call",
-                     now - baseline, baseline, now);
+  const auto left = threads_left(baseline);
+  if (!left) return std::nullopt;
+  return fmt::format("left {} thread(s) running after d2k_run returned; work must be done, and its threads "
+                     "ended, within the call",
+                     *left);
 }
 
 }  // namespace d2k

@@ -7,11 +7,8 @@
 
 namespace d2k {
 
-// The threads of this process as the kernel lists them.
-int thread_count();
-
-// Why the process is not as the solution found it (more threads than `baseline`, a forbidden library
-// loaded); nothing when it is.
+// Why the process is not as the solution found it, or nothing: more threads than `baseline` that can
+// still run (worker/threads.hpp), a library loaded that does the task's work.
 std::optional<std::string> leftover_threads(int baseline);
 std::optional<std::string> forbidden_library_loaded();
 

@@ -3,6 +3,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -93,15 +94,21 @@ Program refuse_non_null(int i) {
 
 // Refused when the descriptor in argument `i` is one of `fds`. Descriptors are unsigned int in the
 // kernel: only the low word counts, whatever the caller put in the high one.
-Program refuse_fd(int i, const std::vector<int>& fds) {
-  Program body{load_arg_low(i)};
-  for (int fd : fds) {
-    body.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(fd), 0, 1));
-    body.push_back(ret(kRefuse));
+// Refused when argument i is one of its descriptors, for each (i, descriptors) given.
+Program refuse_fds(const std::vector<std::pair<int, std::vector<int>>>& rules) {
+  Program body;
+  for (const auto& [i, fds] : rules) {
+    body.push_back(load_arg_low(i));
+    for (int fd : fds) {
+      body.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(fd), 0, 1));
+      body.push_back(ret(kRefuse));
+    }
   }
   body.push_back(ret(kAllow));
   return body;
 }
+
+Program refuse_fd(int i, const std::vector<int>& fds) { return refuse_fds({{i, fds}}); }
 
 // close_range(first, last, flags): refused when [first, last] holds one of `fds` (flags or not: a
 // CLOEXEC range is harmless without exec, but no honest solution asks for one).
@@ -119,7 +126,22 @@ Program refuse_fd_range(const std::vector<int>& fds) {
   return body;
 }
 
-Program filter(const std::vector<int>& protected_fds) {
+// The gate on writes to the evidence descriptor: a write to it passes only from the worker's own
+// instruction (the instruction pointer seccomp reports is the one after `syscall`).
+Program gate_writes(int arg, const EvidenceGate& gate) {
+  const auto ip = static_cast<uint32_t>(offsetof(seccomp_data, instruction_pointer));
+  return {load_arg_low(arg),
+          jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(gate.fd), 1, 0),
+          ret(kAllow),  // another descriptor
+          statement(BPF_LD | BPF_W | BPF_ABS, ip),
+          jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(gate.writer), 0, 3),
+          statement(BPF_LD | BPF_W | BPF_ABS, ip + 4),
+          jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(gate.writer >> 32), 0, 1),
+          ret(kAllow),
+          ret(kRefuse)};
+}
+
+Program filter(const std::vector<int>& protected_fds, const std::optional<EvidenceGate>& gate) {
   Program program = {
       statement(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -142,12 +164,31 @@ Program filter(const std::vector<int>& protected_fds) {
   // Installing a filter through prctl is the same as seccomp(2) above.
   on_syscall(program, SYS_prctl,
              {load_arg_low(0), jump(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1), ret(kRefuse), ret(kAllow)});
-  if (!protected_fds.empty()) {
+  if (!protected_fds.empty() || gate) {
     // The channels: closed or replaced, the worker's evidence would go nowhere or somewhere else.
     on_syscall(program, SYS_close, refuse_fd(0, protected_fds));
-    on_syscall(program, SYS_dup2, refuse_fd(1, protected_fds));
-    on_syscall(program, SYS_dup3, refuse_fd(1, protected_fds));
+    // With a gate, the evidence descriptor may not be the source of a copy either (see below).
+    std::vector<std::pair<int, std::vector<int>>> dups = {{1, protected_fds}};
+    if (gate) dups.push_back({0, {gate->fd}});
+    on_syscall(program, SYS_dup2, refuse_fds(dups));
+    on_syscall(program, SYS_dup3, refuse_fds(dups));
     on_syscall(program, SYS_close_range, refuse_fd_range(protected_fds));
+  }
+  if (gate) {
+    // Every way to put bytes into a pipe, by the argument that names the descriptor written.
+    for (int nr : {SYS_write, SYS_writev, SYS_pwrite64, SYS_pwritev, SYS_pwritev2, SYS_sendto, SYS_sendmsg,
+                   SYS_sendmmsg, SYS_sendfile, SYS_vmsplice})
+      on_syscall(program, nr, gate_writes(0, *gate));
+    on_syscall(program, SYS_tee, gate_writes(1, *gate));
+    on_syscall(program, SYS_splice, gate_writes(2, *gate));
+    on_syscall(program, SYS_copy_file_range, gate_writes(2, *gate));
+    // A copy of the descriptor would be written through unchecked (dup2 and dup3 from it are refused
+    // above; dup and fcntl copy it to a new number).
+    on_syscall(program, SYS_dup, refuse_fd(0, {gate->fd}));
+    on_syscall(program, SYS_fcntl,
+               {load_arg_low(1), jump(BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD, 1, 0),
+                jump(BPF_JMP | BPF_JEQ | BPF_K, F_DUPFD_CLOEXEC, 0, 3), load_arg_low(0),
+                jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(gate->fd), 0, 1), ret(kRefuse), ret(kAllow)});
   }
   program.push_back(ret(kAllow));
   return program;
@@ -155,10 +196,11 @@ Program filter(const std::vector<int>& protected_fds) {
 
 }  // namespace
 
-void forbid_outside_work(const std::vector<int>& protected_fds) {
+void forbid_outside_work(const std::vector<int>& protected_fds, std::optional<EvidenceGate> gate) {
   for (int fd : protected_fds)
     if (fd < 0) fail("seccomp: protected descriptor {} is not a descriptor", fd);
-  Program program = filter(protected_fds);
+  if (gate && (gate->fd < 0 || gate->writer == 0)) fail("seccomp: an evidence gate needs a descriptor and an address");
+  Program program = filter(protected_fds, gate);
   if (program.size() > BPF_MAXINSNS) fail("seccomp: the filter is {} instructions, over {}", program.size(), BPF_MAXINSNS);
   sock_fprog fprog{static_cast<unsigned short>(program.size()), program.data()};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("seccomp: PR_SET_NO_NEW_PRIVS: {}", std::strerror(errno));
@@ -171,7 +213,7 @@ void forbid_outside_work(const std::vector<int>& protected_fds) {
 
 #else
 
-void forbid_outside_work(const std::vector<int>&) {
+void forbid_outside_work(const std::vector<int>&, std::optional<EvidenceGate>) {
   fail("seccomp: the worker's filter names x86-64 syscalls; this machine is another architecture");
 }
 

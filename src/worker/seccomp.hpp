@@ -12,6 +12,8 @@
 // seccomp.cpp says, call by call, why each refusal costs an honest kernel solution nothing.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace d2k {
@@ -20,6 +22,15 @@ namespace d2k {
 // threads, started before, get it too). `protected_fds` are the worker's control and evidence channels:
 // close, dup2, dup3 and close_range onto them are refused. Throws d2k::Error when the kernel refuses
 // the filter or the machine is not x86-64 (the filter names x86-64 syscall numbers).
-void forbid_outside_work(const std::vector<int>& protected_fds);
+//
+// With a gate, writes to `gate->fd` (write, writev, pwrite*, send*, sendfile, splice, tee, vmsplice,
+// copy_file_range) are refused unless their system call is the instruction that returns to
+// `gate->writer` (evidence_write.hpp), and the descriptor cannot be duplicated (dup, fcntl F_DUPFD*)
+// to write through another number.
+struct EvidenceGate {
+  int fd = -1;
+  uint64_t writer = 0;
+};
+void forbid_outside_work(const std::vector<int>& protected_fds, std::optional<EvidenceGate> gate = std::nullopt);
 
 }  // namespace d2k

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -22,8 +21,6 @@ constexpr const char* kTasks = "/proc/self/task";
 // PF_EXITING (include/linux/sched.h): set at the start of do_exit, before the thread's memory is let
 // go and its tid cleared, which is what wakes pthread_join. A thread with it never runs user code again.
 constexpr unsigned long kExiting = 0x4;
-
-std::atomic<int> legacy_baseline{-1};
 
 // Reads a small /proc file into `text`; its size, or -errno.
 long read_proc(const char* path, char* text, std::size_t capacity) {
@@ -122,14 +119,6 @@ std::optional<int> threads_left(int baseline) {
   const int live = live_threads();
   if (live <= baseline) return std::nullopt;
   return live - baseline;
-}
-
-void start_counting_threads() { legacy_baseline.store(kernel_thread_count()); }
-
-int threads_running() {
-  const int baseline = legacy_baseline.load();
-  if (baseline < 0) return 0;
-  return threads_left(baseline).value_or(0);
 }
 
 }  // namespace d2k

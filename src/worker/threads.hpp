@@ -22,10 +22,4 @@ int kernel_thread_count();
 // (a reading per thread) only when it is above. Throws d2k::Error when /proc cannot be read.
 std::optional<int> threads_left(int baseline);
 
-// TODO(issue 10, lead): remove both once worker.cpp calls kernel_thread_count() and threads_left().
-// Kept so that today's worker still builds: start_counting_threads() takes the baseline,
-// threads_running() is threads_left(baseline) (a /proc read: not free inside a timed region).
-void start_counting_threads();
-int threads_running();
-
 }  // namespace d2k

@@ -20,14 +20,26 @@
 #include "worker/channel.hpp"
 #include "worker/leftovers.hpp"
 #include "worker/library.hpp"
+#include "worker/evidence_write.hpp"
 #include "worker/request.hpp"
+#include "worker/seccomp.hpp"
 #include "worker/threads.hpp"
 #include "worker/timed_copies.hpp"
+#ifdef D2K_WITH_CUDA
+#include "timing/cuda_guards.hpp"
+#include "timing/cupti_clock.hpp"
+#endif
 
 namespace d2k {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Calls under the second clock after the timed loop (cuda): enough for a median, few enough that CUPTI's
+// instrumentation costs nothing worth noticing.
+constexpr int kVerificationCalls = 5;
+// Kernels of the harness's own: everything in namespace d2k (the L2 flush, digests, patches).
+constexpr const char* kHarnessKernelPrefix = "_ZN3d2k";
 
 // The solution failed (runtime_error) or was caught (rejected) in a stage.
 struct SolutionStop {
@@ -115,6 +127,7 @@ class Evaluation {
   void second_draw();
   void checked_call();
   void timing();
+  void verification(TimingReport& report);
   void noop_call();
   void release();
 
@@ -122,6 +135,7 @@ class Evaluation {
   // runtime_error of the stage; then the guards and what the call left behind.
   template <typename Call>
   void call_solution(Stage stage, const char* entry, Call&& call);
+  void before_call();
   void after_call(Stage stage);
   std::optional<std::string> device_error();
   std::string solution_message(const char* entry, int code);
@@ -141,6 +155,8 @@ class Evaluation {
   uint64_t guard_seed_ = unpredictable_seed();
 #ifdef D2K_WITH_CUDA
   std::unique_ptr<CudaStream> stream_;
+  std::unique_ptr<KernelClock> kernel_clock_;  // the second clock; paused but in the verification calls
+  std::string kernel_clock_unavailable_;
 #endif
   std::vector<std::unique_ptr<GuardedBuffer>> buffers_;  // copy 0's inputs, its outputs not in place, workspace
   std::vector<GuardedBuffer*> output_buffers_;           // one per output, in request order
@@ -174,6 +190,18 @@ void Evaluation::setup() {
     check_cuda(cudaFree(nullptr), "creating the CUDA context");
     stream_ = std::make_unique<CudaStream>();
     call_.stream = stream_->get();
+    pin_no_l2_persistence();
+    // CUPTI starts a thread of its own at its first window: before the thread count's baseline.
+    try {
+      kernel_clock_ = std::make_unique<KernelClock>(kHarnessKernelPrefix);
+      kernel_clock_->begin_window(stream_->get());
+      kernel_clock_->end_window();
+      kernel_clock_->collect();
+      kernel_clock_->pause();
+    } catch (const Error& error) {
+      kernel_clock_.reset();
+      kernel_clock_unavailable_ = error.what();
+    }
   }
 #endif
   for (const auto& input : request_.inputs) {
@@ -228,6 +256,10 @@ void Evaluation::run() {
   try {
     noop_timing();
     stage(Stage::load);
+    // From here on the process belongs to the solution as much as to the worker: nothing may start a
+    // timer, a handler or a process, touch the channels, or write evidence but the worker's own write.
+    forbid_outside_work({kControlFd, kEvidenceFd}, EvidenceGate{kEvidenceFd, evidence_write_address()});
+    threads_before_ = kernel_thread_count();
     load();
     stage(Stage::workspace);
     workspace();
@@ -269,12 +301,22 @@ void Evaluation::noop_timing() {
 
 CallHooks Evaluation::hooks(bool solution) {
   CallHooks hooks;
-  hooks.before = [this] { copies_->before_call(call_); };
+  hooks.before = [this] {
+    copies_->before_call(call_);
+    before_call();
+  };
   if (solution) {
+    // A thread the call left must be seen before it could finish its work unseen.
+    hooks.right_after = [this] {
+      if (auto left = leftover_threads(threads_before_)) rejected(Stage::timing, *left);
+    };
     hooks.after = [this] {
       after_call(Stage::timing);
       copies_->after_call();
     };
+  } else {
+    // The same cost as the solution's loop, for the outside clock's comparison.
+    hooks.right_after = [] { (void)kernel_thread_count(); };
   }
   const ClockMark begin = solution ? ClockMark::timed_begin : ClockMark::noop_begin;
   const ClockMark end = solution ? ClockMark::timed_end : ClockMark::noop_end;
@@ -284,8 +326,6 @@ CallHooks Evaluation::hooks(bool solution) {
 }
 
 void Evaluation::load() {
-  threads_before_ = thread_count();
-  start_counting_threads();
   try {
     library_ = load_library(request_.library);
   } catch (const Error& error) {
@@ -370,7 +410,12 @@ void Evaluation::timing() {
   } catch (const SolutionStop&) {
     throw;
   } catch (const Error& error) {
-    // The timer's own device checks: a fault the solution caused in one of the timed calls.
+    // The timer's own device checks: a fault the solution caused in one of the timed calls, or state it
+    // left that made the timer's own calls fail (a stream still capturing turns them into graph nodes).
+#ifdef D2K_WITH_CUDA
+    if (request_.device == Device::cuda)
+      if (auto state = call_left_state(stream_->get())) rejected(Stage::timing, *state);
+#endif
     if (device_error()) device_broken_ = true;
     failed(Stage::timing, error.what());
   } catch (const std::exception& error) {
@@ -384,6 +429,8 @@ void Evaluation::timing() {
                                     : unavailable_clocks(sensor_->available() ? "NVML could not read the clocks"
                                                                               : sensor_->unavailable());
   }
+  stage(Stage::verification);
+  verification(report);
   report.calls = copies_->calls();
   report.rotation_sets = copies_->sets();
   report.rotation_bytes = copies_->bytes();
@@ -438,8 +485,60 @@ void Evaluation::release() {
   if (!failure.empty()) evidence_.send(FrameKind::failure, WorkerFailure{WorkerStatus::runtime_error, Stage::release, failure});
 }
 
+// cuda: a few more calls, each between events as in the timed loop, under the second clock (CUPTI's
+// records of the device's work): the orchestrator compares the two (eval/checks.cpp). They are timed
+// calls like the others: patched, checked after, and their outputs may come back.
+void Evaluation::verification(TimingReport& report) {
+#ifdef D2K_WITH_CUDA
+  if (request_.device != Device::cuda) return;
+  SecondClockReport second;
+  if (!kernel_clock_) {
+    second.unavailable = kernel_clock_unavailable_;
+    report.second_clock = second;
+    return;
+  }
+  kernel_clock_->resume();
+  CudaEvent start, end;
+  for (int i = 0; i < kVerificationCalls; ++i) {
+    copies_->before_call(call_);
+    before_call();
+    kernel_clock_->begin_window(stream_->get());
+    check_cuda(cudaEventRecord(start.get(), stream_->get()), "cudaEventRecord");
+    const int code = library_.run(&call_);
+    check_cuda(cudaEventRecord(end.get(), stream_->get()), "cudaEventRecord");
+    if (auto left = leftover_threads(threads_before_)) rejected(Stage::verification, *left);
+    if (auto fault = device_error()) failed(Stage::verification, fmt::format("d2k_run caused a device error: {}", *fault));
+    kernel_clock_->end_window();
+    if (code != 0) failed(Stage::verification, solution_message("d2k_run", code));
+    second.event_ms.push_back(elapsed_ms(start, end));
+    after_call(Stage::verification);
+    copies_->after_call();
+  }
+  const KernelClockReport seen = kernel_clock_->collect();
+  kernel_clock_->pause();
+  second.available = true;
+  for (const KernelWindow& window : seen.windows) {
+    second.busy_ms.push_back(static_cast<double>(window.busy_ns) * 1e-6);
+    second.other_context += window.other_context;
+  }
+  second.between_calls = seen.kernels_between_windows;
+  second.contexts_created = seen.contexts_created;
+  report.second_clock = second;
+#else
+  (void)report;
+#endif
+}
+
+// Before every call, untimed: nothing pinned in the persisting L2 by an earlier call survives.
+void Evaluation::before_call() {
+#ifdef D2K_WITH_CUDA
+  if (request_.device == Device::cuda) reset_persisting_l2();
+#endif
+}
+
 template <typename Call>
 void Evaluation::call_solution(Stage stage, const char* entry, Call&& call) {
+  before_call();
   error_[0] = '\0';
   int code = 0;
   try {
@@ -457,9 +556,13 @@ void Evaluation::call_solution(Stage stage, const char* entry, Call&& call) {
 }
 
 void Evaluation::after_call(Stage stage) {
-  if (stage != Stage::timing) check_guards();
+  if (stage != Stage::timing && stage != Stage::verification) check_guards();
   if (auto threads = leftover_threads(threads_before_)) rejected(stage, *threads);
   if (auto library = forbidden_library_loaded()) rejected(stage, *library);
+#ifdef D2K_WITH_CUDA
+  if (request_.device == Device::cuda)
+    if (auto state = call_left_state(stream_->get())) rejected(stage, *state);
+#endif
 }
 
 std::string Evaluation::solution_message(const char* entry, int code) {

@@ -95,17 +95,6 @@ TEST(Tools, SeedsDifferPerCallAndRepeat) {
   EXPECT_NE(derive_seed(7, 3), derive_seed(8, 3));
 }
 
-TEST(Tools, CapKeepsHeadAndTail) {
-  std::string text(100000, 'x');
-  text.replace(0, 5, "HEAD:");
-  text.replace(text.size() - 5, 5, ":TAIL");
-  const auto capped = cap_text(text, 1000);
-  EXPECT_LT(capped.size(), 1100u);
-  EXPECT_TRUE(capped.starts_with("HEAD:"));
-  EXPECT_TRUE(capped.ends_with(":TAIL"));
-  EXPECT_NE(capped.find("bytes cut"), std::string::npos);
-}
-
 TEST(Tools, ParsesNsightComputeCsv) {
   const std::string csv =
       "==PROF== Connected to process 123 (/usr/bin/d2k-worker)\n"

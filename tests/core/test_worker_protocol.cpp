@@ -65,14 +65,14 @@ TEST(WorkerProtocol, FailureAndTimingReportRoundTrip) {
   clocks.available = true;
   clocks.after.throttle_reasons = 0x4;
   report.clocks = clocks;
-  report.kernel_clock = KernelClockReport{.available = true, .event_ms = {0.1}, .kernel_ms = {0.09}};
+  report.second_clock = SecondClockReport{.available = true, .event_ms = {0.1}, .busy_ms = {0.09}};
   json j = report;
   const TimingReport back = j.get<TimingReport>();
   EXPECT_EQ(json(back), j);
   ASSERT_TRUE(back.clocks);
   EXPECT_EQ(back.clocks->after.throttle_reasons, 0x4u);
-  ASSERT_TRUE(back.kernel_clock);
-  EXPECT_EQ(back.kernel_clock->kernel_ms, std::vector<double>{0.09});
+  ASSERT_TRUE(back.second_clock);
+  EXPECT_EQ(back.second_clock->busy_ms, std::vector<double>{0.09});
   EXPECT_THROW(json({{"stage", "nowhere"}, {"status", "ok"}, {"message", ""}}).get<WorkerFailure>(), Error);
 }
 

@@ -13,6 +13,7 @@
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -29,6 +30,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "worker/evidence_write.hpp"
 #include "worker/seccomp.hpp"
 
 extern char** environ;
@@ -46,8 +48,9 @@ struct Outcome {
   bool installed = false;
 };
 
-// Runs `attempt` in a child: with `filtered`, after forbid_outside_work({kEvidenceFd, kControlFd}).
-Outcome in_child(const std::function<long()>& attempt, bool filtered = true) {
+// Runs `attempt` in a child: with `filtered`, after forbid_outside_work({kEvidenceFd, kControlFd}), with
+// the evidence descriptor gated to evidence_write() when `gated`.
+Outcome in_child(const std::function<long()>& attempt, bool filtered = true, bool gated = false) {
   int report[2];
   if (::pipe(report) != 0) ADD_FAILURE() << "pipe: " << std::strerror(errno);
   const pid_t child = ::fork();
@@ -60,7 +63,10 @@ Outcome in_child(const std::function<long()>& attempt, bool filtered = true) {
       ::close(channel[0]);
       ::close(channel[1]);
       try {
-        if (filtered) d2k::forbid_outside_work({kEvidenceFd, kControlFd});
+        if (filtered)
+          d2k::forbid_outside_work({kEvidenceFd, kControlFd},
+                                   gated ? std::optional(d2k::EvidenceGate{kEvidenceFd, d2k::evidence_write_address()})
+                                         : std::nullopt);
         outcome.installed = true;
       } catch (const d2k::Error& error) {
         ::dprintf(2, "%s\n", error.what());
@@ -284,6 +290,41 @@ TEST(Seccomp, ProtectsTheChannels) {
   EXPECT_EQ(written.result, 0) << std::strerror(written.error);
   const Outcome control = in_child([] { return static_cast<long>(::close(kEvidenceFd)); }, false);
   EXPECT_EQ(control.result, 0) << std::strerror(control.error);
+}
+
+// The evidence descriptor takes writes from the worker's one gated instruction only: not from glibc's
+// write(), nor through a copy of the descriptor. Other descriptors are untouched.
+TEST(Seccomp, TheEvidenceTakesTheWorkersWritesOnly) {
+  const auto gated_refused = [](const char* what, const std::function<long()>& attempt) {
+    const Outcome outcome = in_child(attempt, true, true);
+    EXPECT_EQ(outcome.result, -1) << what;
+    EXPECT_EQ(outcome.error, EPERM) << what << ": " << std::strerror(outcome.error);
+  };
+  const auto gated_allowed = [](const char* what, const std::function<long()>& attempt) {
+    const Outcome outcome = in_child(attempt, true, true);
+    EXPECT_NE(outcome.result, -1) << what << ": " << std::strerror(outcome.error);
+  };
+  gated_refused("write", [] { return static_cast<long>(::write(kEvidenceFd, "x", 1)); });
+  gated_refused("raw write", [] { return ::syscall(SYS_write, kEvidenceFd, "x", 1); });
+  gated_refused("writev", [] {
+    iovec part{const_cast<char*>("x"), 1};
+    return static_cast<long>(::writev(kEvidenceFd, &part, 1));
+  });
+  gated_refused("vmsplice", [] {
+    iovec part{const_cast<char*>("x"), 1};
+    return static_cast<long>(::vmsplice(kEvidenceFd, &part, 1, 0));
+  });
+  gated_refused("dup", [] { return static_cast<long>(::dup(kEvidenceFd)); });
+  gated_refused("fcntl F_DUPFD", [] { return static_cast<long>(::fcntl(kEvidenceFd, F_DUPFD, 0)); });
+  gated_refused("fcntl F_DUPFD_CLOEXEC", [] { return static_cast<long>(::fcntl(kEvidenceFd, F_DUPFD_CLOEXEC, 0)); });
+  gated_refused("dup2 from evidence", [] { return static_cast<long>(::dup2(kEvidenceFd, kOtherFd + 1)); });
+  gated_allowed("the gated write", [] {
+    const long n = d2k::evidence_write(kEvidenceFd, "x", 1);
+    errno = n < 0 ? static_cast<int>(-n) : 0;
+    return n == 1 ? 0l : -1l;
+  });
+  gated_allowed("write elsewhere", [] { return static_cast<long>(::write(2, "", 0)); });
+  gated_allowed("fcntl F_GETFL of evidence", [] { return static_cast<long>(::fcntl(kEvidenceFd, F_GETFL)); });
 }
 
 TEST(Seccomp, ThreadsStillWork) {

@@ -1,10 +1,13 @@
-// Right outputs (y = x + alpha * z), and a frame of its own on the worker's evidence stream (fd 1001,
-// core/worker_protocol.hpp) in every call: with D2K_TEST_FORGE=garbage, bytes that are no frame; with
-// D2K_TEST_FORGE=no-token, a well-formed `end` frame with the next sequence number it can guess and
-// a token of zeros. Either must make the orchestrator distrust the whole evidence stream.
+// Right outputs (y = x + alpha * z), after trying to write a frame of its own on the worker's evidence
+// stream (fd 1001, core/worker_protocol.hpp) in every call: with D2K_TEST_FORGE=garbage, bytes that are
+// no frame; with D2K_TEST_FORGE=no-token, a well-formed `end` frame with a token of zeros. The worker's
+// seccomp filter refuses every write to that descriptor but the worker's own (worker/evidence_write.hpp):
+// the call fails, with the errno in its message, if the write went through, or if it failed otherwise.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -21,23 +24,28 @@ struct Header {
   uint8_t token[16] = {};
 };
 
-void forge() {
+// 0 when the write was refused as it must be; otherwise what happened.
+int forge(char* error) {
   const char* mode = std::getenv("D2K_TEST_FORGE");
-  if (mode == nullptr) return;
+  if (mode == nullptr) return 0;
   constexpr int kEvidenceFd = 1001;
+  std::string frame;
   if (std::strcmp(mode, "garbage") == 0) {
-    const char junk[] = "this is not a frame at all, but it is long enough to be read as a header";
-    (void)!::write(kEvidenceFd, junk, sizeof junk);
-    return;
+    frame = "this is not a frame at all, but it is long enough to be read as a header";
+  } else {
+    const std::string fields = "{\"device_name\":\"forged\",\"guard_violations\":[]}";
+    Header header;
+    header.size = 4 + fields.size();
+    const uint32_t fields_size = static_cast<uint32_t>(fields.size());
+    frame.assign(reinterpret_cast<const char*>(&header), sizeof header);
+    frame.append(reinterpret_cast<const char*>(&fields_size), 4);
+    frame += fields;
   }
-  const std::string fields = "{\"device_name\":\"forged\",\"guard_violations\":[]}";
-  Header header;
-  header.size = 4 + fields.size();
-  const uint32_t fields_size = static_cast<uint32_t>(fields.size());
-  std::string frame(reinterpret_cast<const char*>(&header), sizeof header);
-  frame.append(reinterpret_cast<const char*>(&fields_size), 4);
-  frame += fields;
-  (void)!::write(kEvidenceFd, frame.data(), frame.size());
+  const ssize_t n = ::write(kEvidenceFd, frame.data(), frame.size());
+  if (n < 0 && errno == EPERM) return 0;
+  std::snprintf(error, D2K_ERROR_CAPACITY, "the forged frame: write returned %zd (%s)", n,
+                n < 0 ? std::strerror(errno) : "written");
+  return 1;
 }
 
 }  // namespace
@@ -54,6 +62,5 @@ extern "C" int d2k_run(const d2k_call* call) {
       static_cast<float*>(y.data)[i * y.strides[0] + j * y.strides[1]] = xv + alpha * zv;
     }
   }
-  forge();
-  return 0;
+  return forge(call->error);
 }

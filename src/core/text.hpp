@@ -1,0 +1,19 @@
+// Text the harness shows to people or writes into JSON, from sources it does not control (a solution's
+// log, a compiler's output, a model's reply).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace d2k {
+
+// At most about `max_bytes`: the first and the last half, with how many bytes were cut between them
+// (the head says what started failing, the tail how it ended); valid UTF-8 (below) either way.
+std::string cap_text(std::string_view text, std::size_t max_bytes);
+
+// `text` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD: a log
+// with stray bytes (a solution printing binary, on purpose or not) must not break the JSON it goes into.
+std::string valid_utf8(std::string_view text);
+
+}  // namespace d2k
