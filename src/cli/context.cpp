@@ -120,6 +120,7 @@ EvalSettings make_settings(const CommonOptions& options, Device device) {
   eval.workloads = options.workloads;
   eval.seed = options.seed;
   eval.include_hidden = options.include_hidden || options.final;
+  eval.tier = default_tier(device, options.workloads);
   if (options.final && !options.seed_given) {
     // A fresh draw for every final evaluation: nothing a solution saw before can be replayed.
     std::random_device random;

@@ -15,6 +15,7 @@
 #include "core/json.hpp"
 #include "core/metrics.hpp"
 #include "core/overhead.hpp"
+#include "eval/baselines.hpp"
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
@@ -144,60 +145,13 @@ WireTensor wire(const TensorSpec& spec, const Workload& workload, const std::str
   return WireTensor{spec.name, spec.dtype, geometry.shape, geometry.strides, file, spec.inplace};
 }
 
-// The eager reference timed on the workload's inputs (already drawn), once per process (`cache`).
-std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload, const TaskCode& code,
-                                           const TensorMap& inputs, const Scalars& scalars,
-                                           const EvalEnvironment& environment_, const EvalSettings& settings_,
-                                           std::map<std::string, TimingSummary>& baselines_) {
-  const auto key = task.name + "/" + workload.name;
-  if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
-  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
-  std::size_t set_bytes = 0;
-  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
-  const std::size_t budget = environment_.device == Device::cpu
-                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, settings_.timing.rotate_max_bytes)
-                                 : static_cast<std::size_t>(std::max<int64_t>(0, settings_.timing.rotate_max_bytes));
-  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(environment_.device), budget, settings_.timing);
-  std::vector<TensorMap> copies;
-  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, environment_.device, Precision::native));
-  std::size_t next = 0;
-  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
-  // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(environment_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
-                               nullptr, settings_.timing);
-  auto summary = summarize(samples);
-  baselines_[key] = summary;
-  return summary;
-}
-
-
 }  // namespace
-
-std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
-                                              bool include_hidden) {
-  std::vector<const Workload*> selected;
-  for (const auto& workload : task.workloads) {
-    if (workload.hidden && !include_hidden) continue;
-    if (names.empty() || std::find(names.begin(), names.end(), workload.name) != names.end())
-      selected.push_back(&workload);
-  }
-  for (const auto& name : names) {
-    const auto* workload = task.find_workload(name);
-    if (workload && (include_hidden || !workload->hidden)) continue;
-    std::string known;
-    for (const auto& w : task.workloads)
-      if (include_hidden || !w.hidden) known += (known.empty() ? "" : ", ") + w.name;
-    fail("task {} has no workload '{}' (it has: {})", task.name, name, known);
-  }
-  return selected;
-}
 
 Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
     : environment_(environment), settings_(std::move(settings)), observer_(observer) {}
 
 std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solution) {
-  const auto workloads = select_workloads(task, settings_.workloads, settings_.include_hidden);
+  const auto workloads = select_workloads(task, settings_.workloads, settings_.include_hidden, settings_.tier);
   if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
   require_torch_device(environment_.device);
 
@@ -435,7 +389,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   if (settings_.baseline) {
     step("timing the eager baseline");
     phases_.next(kBaselineTimingPhase);
-    baseline = baseline_time(task, workload, *code, inputs, scalars, environment_, settings_, baselines_);
+    baseline = baseline_time(task, workload, *code, inputs, scalars, environment_.device, settings_.timing, baselines_);
   }
   trace.performance = performance_of(summary, baseline, flops, min_bytes, environment_.ceilings, task.flops_dtype);
   trace.performance->rotation_sets = result.rotation_sets;
