@@ -75,30 +75,38 @@ void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows) {
 }
 
 void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
-  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
-                                 {"solution us"}, {"p10-p90 us, 95% CI"}, {"speedup"}, {"achieved"}, {"% SOL"}};
+  // The library baseline's columns only when some workload has one (docs/metrics.md).
+  const bool library = std::any_of(traces.begin(), traces.end(),
+                                   [](const Trace& t) { return t.performance && t.performance->library; });
+  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"}};
+  if (library) columns.push_back({"library us"});
+  for (const char* title : {"solution us", "p10-p90 us, 95% CI", "speedup"}) columns.push_back({title});
+  if (library) columns.push_back({"vs library"});
+  for (const char* title : {"achieved", "% SOL"}) columns.push_back({title});
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : traces) {
-    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-", "-"};
-    if (t.performance) {
-      const auto& p = *t.performance;
-      if (p.baseline) row[3] = micros(p.baseline->median_ms);
-      row[4] = micros(p.solution.median_ms) + (t.clocks && t.clocks->throttled ? " !" : "");
-      row[5] = spread(p.solution);
-      if (p.speedup) row[6] = fmt::format("{:.2f}x", *p.speedup);
-      row[7] = achieved(p);
-      if (p.sol_fraction) row[8] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
-    }
+    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status))};
+    const Performance* p = t.performance ? &*t.performance : nullptr;
+    const auto cell = [&](bool shown, const auto& text) { row.push_back(p && shown ? std::string(text()) : "-"); };
+    cell(p && p->baseline, [&] { return micros(p->baseline->median_ms); });
+    if (library) cell(p && p->library, [&] { return micros(p->library->median_ms); });
+    cell(true, [&] { return micros(p->solution.median_ms) + (t.clocks && t.clocks->throttled ? " !" : ""); });
+    cell(true, [&] { return spread(p->solution); });
+    cell(p && p->speedup, [&] { return fmt::format("{:.2f}x", *p->speedup); });
+    if (library) cell(p && p->speedup_over_library, [&] { return fmt::format("{:.2f}x", *p->speedup_over_library); });
+    cell(true, [&] { return achieved(*p); });
+    cell(p && p->sol_fraction, [&] { return fmt::format("{:.1f}%", *p->sol_fraction * 100.0); });
     rows.push_back(std::move(row));
   }
   print_columns(out, columns, rows);
 
   int passed = 0;
-  std::vector<double> speedups;
+  std::vector<double> speedups, over_library;
   for (const auto& t : traces) {
     if (t.status == Status::passed) {
       ++passed;
       if (t.performance && t.performance->speedup) speedups.push_back(*t.performance->speedup);
+      if (t.performance && t.performance->speedup_over_library) over_library.push_back(*t.performance->speedup_over_library);
       continue;
     }
     out << fmt::format("\n{} {}: {}: {}\n", t.task, t.workload, name_of(t.status), t.message);
@@ -115,6 +123,7 @@ void print_trace_table(std::ostream& out, const std::vector<Trace>& traces) {
   for (const Trace* t : throttled) out << fmt::format("note: {} {} (!): {}\n", t->task, t->workload, t->clocks->warning);
   out << fmt::format("\n{} of {} passed", passed, traces.size());
   if (auto g = geomean(speedups)) out << fmt::format("; geomean speedup over eager {:.2f}x", *g);
+  if (auto g = geomean(over_library)) out << fmt::format(", over the library path {:.2f}x ({} workloads)", *g, over_library.size());
   out << '\n' << describe(overhead_of(traces)) << '\n';
 }
 

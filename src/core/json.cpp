@@ -345,6 +345,7 @@ void from_json(const nlohmann::json& j, Phase& p) {
 
 void to_json(nlohmann::json& j, const Performance& p) {
   j = {{"solution", p.solution}, {"baseline", optional(p.baseline)}, {"speedup", optional(p.speedup)},
+       {"library", optional(p.library)}, {"speedup_over_library", optional(p.speedup_over_library)},
        {"flops", p.flops}, {"min_bytes", p.min_bytes}, {"achieved_gbps", p.achieved_gbps},
        {"achieved_tflops", p.achieved_tflops}, {"sol_fraction", optional(p.sol_fraction)},
        {"rotation_sets", p.rotation_sets}, {"rotation_bytes", p.rotation_bytes}};
@@ -353,6 +354,8 @@ void from_json(const nlohmann::json& j, Performance& p) {
   p.solution = j.at("solution");
   optional_from(j, "baseline", p.baseline);
   optional_from(j, "speedup", p.speedup);
+  optional_from(j, "library", p.library);
+  optional_from(j, "speedup_over_library", p.speedup_over_library);
   p.flops = j.at("flops");
   p.min_bytes = j.at("min_bytes");
   p.achieved_gbps = j.at("achieved_gbps");

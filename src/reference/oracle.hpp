@@ -1,4 +1,5 @@
-// Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle).
+// Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle); and its
+// library path, natively (the library baseline, timed).
 #pragma once
 
 #include "core/device.hpp"
@@ -16,5 +17,8 @@ TensorMap place_inputs(const TensorMap& inputs, Device device, Precision precisi
 // by name: the ones it returned and the in-place ones taken from `inputs`. Throws d2k::Error when the
 // reference leaves out an output.
 TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
+
+// The same for the library path (TaskCode::library); throws d2k::Error when the task has none.
+TensorMap call_library(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
 
 }  // namespace d2k
