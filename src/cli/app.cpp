@@ -12,6 +12,7 @@
 #include "cli/agent_command.hpp"
 #include "cli/context.hpp"
 #include "cli/table.hpp"
+#include "cli/tasks_check.hpp"
 #include "eval/text_observer.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -104,6 +105,12 @@ int evaluate_runs(const CommonOptions& options, const EvalEnvironment& eval, Eva
   return all_passed && !rows.empty() ? 0 : 1;
 }
 
+// Once per command: the cpu device runs the smoke tier unless --workload names others.
+void say_smoke_tier(const std::vector<const Task*>& tasks, const EvalSettings& settings) {
+  if (auto note = smoke_tier_note(tasks, settings.workloads, settings.include_hidden, settings.tier))
+    std::cerr << "d2k: " << *note << '\n';
+}
+
 std::set<int> parse_levels(const std::string& text) {
   std::set<int> levels;
   if (text.empty() || text == "none") return levels;
@@ -131,9 +138,14 @@ int run_cli(int argc, char** argv) {
   app.add_option("--root", options.root, "the d2k tree holding tasks/ and include/ (default: $D2K_ROOT or the build's source)");
 
   std::string task_name, solution_path, levels = "all";
-  auto* tasks = app.add_subcommand("tasks", "list the tasks, or show one with its guidance");
-  tasks->add_option("task", task_name, "a task to show, e.g. norm/fused_add_rmsnorm");
+  std::vector<std::string> task_names;
+  bool check_tasks = false;
+  auto* tasks = app.add_subcommand("tasks", "list the tasks, show one with its guidance, or check them");
+  tasks->add_option("task", task_names, "a task to show, e.g. norm/fused_add_rmsnorm (with --check: the tasks to check)");
   tasks->add_option("--levels", levels, "guidance levels to render: 1,2,3 | all | none")->capture_default_str();
+  tasks->add_flag("--check", check_tasks, "validate the tasks (all when none is named): one line per problem, exit 1 on any");
+  auto* new_task = app.add_subcommand("new-task", "scaffold tasks/<family>/<name>/ with every file to fill in");
+  new_task->add_option("task", task_name, "the new task's <family>/<name>")->required();
 
   auto* eval = app.add_subcommand("eval", "evaluate one solution on a task's workloads");
   eval->add_option("task", task_name, "the task, e.g. norm/fused_add_rmsnorm")->required();
@@ -193,10 +205,13 @@ int run_cli(int argc, char** argv) {
       return run_agent_command(agent_options, options);
     }
     const auto context = make_context(options);
+    if (new_task->parsed()) return run_new_task(context, task_name, std::cout);
     if (tasks->parsed()) {
+      if (check_tasks) return run_tasks_check(context, task_names, std::cout);
+      if (task_names.size() > 1) fail("d2k tasks shows one task at a time (several only with --check)");
       const auto all = load_all_tasks(context);
-      if (task_name.empty()) print_task_list(std::cout, all);
-      else print_task(std::cout, find_task(all, task_name), parse_levels(levels));
+      if (task_names.empty()) print_task_list(std::cout, all);
+      else print_task(std::cout, find_task(all, task_names[0]), parse_levels(levels));
       return 0;
     }
     if (ceilings->parsed()) {
@@ -217,6 +232,7 @@ int run_cli(int argc, char** argv) {
       const auto environment = make_environment(context, options);
       TextObserver observer(std::cerr);
       Evaluator evaluator(environment, make_settings(options, environment.device), &observer);
+      say_smoke_tier({&task}, evaluator.settings());
       return evaluate_runs(options, environment, evaluator, [&] { return evaluator.evaluate(task, solution); });
     }
     if (bench->parsed()) {
@@ -235,6 +251,9 @@ int run_cli(int argc, char** argv) {
         selected.emplace_back(&task, load_solution(dir));
       }
       if (selected.empty()) fail("--task: no task matches");
+      std::vector<const Task*> selected_tasks;
+      for (const auto& [task, solution] : selected) selected_tasks.push_back(task);
+      say_smoke_tier(selected_tasks, evaluator.settings());
       return evaluate_runs(options, environment, evaluator, [&] {
         std::vector<Trace> traces;
         for (const auto& [task, solution] : selected) {
