@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/scaffold.hpp"
+#include "core/task.hpp"
 #include "eval/task_check.hpp"
 
 namespace d2k {
@@ -12,6 +13,7 @@ int run_tasks_check(const Context& context, const std::vector<std::string>& name
   std::vector<std::filesystem::path> folders;
   if (names.empty()) folders = task_folders(context.tasks_dir);
   for (const auto& name : names) {
+    if (!is_task_name(name)) fail("'{}' is not a task name (<family>/<name>)", name);
     const auto folder = context.tasks_dir / name;
     if (!std::filesystem::is_directory(folder)) fail("no task folder '{}' under {}", name, context.tasks_dir.string());
     folders.push_back(folder);

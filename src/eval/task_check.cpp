@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/file_bytes.hpp"
@@ -207,8 +208,8 @@ class TaskChecker {
       problem(file, "", "missing: the kernel notes (the floor, versions, measurements, profile)");
       return;
     }
-    std::string section = "(top)";
-    std::string reported;
+    std::string section;  // the "## " heading the line is under; empty above the first
+    std::optional<std::string> reported;
     std::size_t start = 0;
     while (start < text->size()) {
       auto end = text->find('\n', start);
@@ -216,7 +217,7 @@ class TaskChecker {
       const std::string_view line(text->data() + start, end - start);
       if (line.starts_with("## ")) section = std::string(line.substr(3));
       if (has_placeholder(line) && section != reported) {
-        problem(file, fmt::format("## {}", section), "still the scaffold's placeholder (TODO)");
+        problem(file, section.empty() ? "" : "## " + section, "still the scaffold's placeholder (TODO)");
         reported = section;
       }
       start = end + 1;
