@@ -59,6 +59,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
             const auto solutions = expert_solutions(tasks, environment.device);
             const auto observer = progress_observer(run);
             Evaluator evaluator(environment, eval_settings(run, environment.device), observer.get());
+            std::vector<const Task*> selected;
+            for (const auto& task : tasks) selected.push_back(&task);
+            say_smoke_tier(selected, evaluator.settings());
             return evaluate_and_report(run, environment, evaluator, *observer, [&] {
               std::vector<Trace> traces;
               for (std::size_t i = 0; i < tasks.size(); ++i) {

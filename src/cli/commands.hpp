@@ -25,6 +25,7 @@ struct Command {
 
 // `global` must outlive the returned commands; they read it only when run.
 Command add_tasks_command(CLI::App& app, const GlobalOptions& global);
+Command add_new_task_command(CLI::App& app, const GlobalOptions& global);
 Command add_eval_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 Command add_ceilings_command(CLI::App& app, const GlobalOptions& global);

@@ -34,6 +34,7 @@ Command add_eval_command(CLI::App& app, const GlobalOptions& global) {
             const auto environment = make_environment(environment_options(run, context));
             const auto observer = progress_observer(run);
             Evaluator evaluator(environment, eval_settings(run, environment.device), observer.get());
+            say_smoke_tier({&task}, evaluator.settings());
             return evaluate_and_report(run, environment, evaluator, *observer,
                                        [&] { return evaluator.evaluate(task, solution); });
           }};

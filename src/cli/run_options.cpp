@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "eval/jsonl_observer.hpp"
+#include "eval/workloads.hpp"
 #include "eval/silent_observer.hpp"
 #include "eval/text_observer.hpp"
 
@@ -71,6 +72,7 @@ EvalSettings eval_settings(const RunOptions& options, Device device) {
   // most of its cost per call, and the noise of its outside clock on a busy machine.
   eval.timing.flush_l2 = device == Device::cuda;
   eval.worker_timeout_seconds = options.timeout;
+  eval.tier = default_tier(device, options.workloads);
   return eval;
 }
 
@@ -82,6 +84,11 @@ EnvironmentOptions environment_options(const RunOptions& options, const Context&
           .cache_dir = context.cache_dir,
           .bin_dir = {},  // beside d2k
           .log = &std::cerr};
+}
+
+void say_smoke_tier(const std::vector<const Task*>& tasks, const EvalSettings& settings) {
+  if (auto note = smoke_tier_note(tasks, settings.workloads, settings.include_hidden, settings.tier))
+    std::cerr << "d2k: " << *note << '\n';
 }
 
 std::unique_ptr<EvalObserver> progress_observer(const RunOptions& options) {

@@ -55,4 +55,7 @@ EnvironmentOptions environment_options(const RunOptions& options, const Context&
 // The observer of --progress: text or JSON lines on stderr, or nothing.
 std::unique_ptr<EvalObserver> progress_observer(const RunOptions& options);
 
+// Once per command, on stderr: the cpu device runs the smoke tier of `tasks` unless workloads are named.
+void say_smoke_tier(const std::vector<const Task*>& tasks, const EvalSettings& settings);
+
 }  // namespace d2k

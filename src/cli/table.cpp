@@ -72,20 +72,27 @@ void print_repeat_table(std::ostream& out, const std::vector<RepeatRow>& rows) {
 }
 
 void print_trace_table(std::ostream& out, const std::vector<Trace>& traces, const RunSummary& summary) {
-  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"},
-                                 {"solution us"}, {"p10-p90 us, 95% CI"}, {"speedup"}, {"achieved"}, {"% SOL"}};
+  // The library baseline's columns only when some workload has one (docs/metrics.md).
+  const bool library = std::any_of(traces.begin(), traces.end(),
+                                   [](const Trace& t) { return t.performance && t.performance->library; });
+  std::vector<Column> columns = {{"task", true}, {"workload", true}, {"status", true}, {"eager us"}};
+  if (library) columns.push_back({"library us"});
+  for (const char* title : {"solution us", "p10-p90 us, 95% CI", "speedup"}) columns.push_back({title});
+  if (library) columns.push_back({"vs library"});
+  for (const char* title : {"achieved", "% SOL"}) columns.push_back({title});
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : traces) {
-    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status)), "-", "-", "-", "-", "-", "-"};
-    if (t.performance) {
-      const auto& p = *t.performance;
-      if (p.baseline) row[3] = micros(p.baseline->median_ms);
-      row[4] = micros(p.solution.median_ms) + (t.clocks && t.clocks->throttled ? " !" : "");
-      row[5] = spread(p.solution);
-      if (p.speedup) row[6] = fmt::format("{:.2f}x", *p.speedup);
-      row[7] = achieved(p);
-      if (p.sol_fraction) row[8] = fmt::format("{:.1f}%", *p.sol_fraction * 100.0);
-    }
+    std::vector<std::string> row = {t.task, t.workload, std::string(name_of(t.status))};
+    const Performance* p = t.performance ? &*t.performance : nullptr;
+    const auto cell = [&](bool shown, const auto& text) { row.push_back(p && shown ? std::string(text()) : "-"); };
+    cell(p && p->baseline, [&] { return micros(p->baseline->median_ms); });
+    if (library) cell(p && p->library, [&] { return micros(p->library->median_ms); });
+    cell(true, [&] { return micros(p->solution.median_ms) + (t.clocks && t.clocks->throttled ? " !" : ""); });
+    cell(true, [&] { return spread(p->solution); });
+    cell(p && p->speedup, [&] { return fmt::format("{:.2f}x", *p->speedup); });
+    if (library) cell(p && p->speedup_over_library, [&] { return fmt::format("{:.2f}x", *p->speedup_over_library); });
+    cell(true, [&] { return achieved(*p); });
+    cell(p && p->sol_fraction, [&] { return fmt::format("{:.1f}%", *p->sol_fraction * 100.0); });
     rows.push_back(std::move(row));
   }
   print_columns(out, columns, rows);
@@ -103,6 +110,9 @@ void print_trace_table(std::ostream& out, const std::vector<Trace>& traces, cons
     if (t.clocks && t.clocks->throttled) out << fmt::format("note: {} {} (!): {}\n", t.task, t.workload, t.clocks->warning);
   out << fmt::format("\n{} of {} passed", summary.passed, summary.total);
   if (summary.geomean_speedup) out << fmt::format("; geomean speedup over eager {:.2f}x", *summary.geomean_speedup);
+  if (summary.geomean_speedup_over_library)
+    out << fmt::format(", over the library path {:.2f}x ({} workloads)", *summary.geomean_speedup_over_library,
+                       summary.over_library);
   out << '\n' << describe(summary.overhead) << '\n';
 }
 

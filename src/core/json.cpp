@@ -367,6 +367,7 @@ void from_json(const nlohmann::json& j, Phase& p) {
 
 void to_json(nlohmann::json& j, const Performance& p) {
   j = {{"solution", p.solution}, {"baseline", optional(p.baseline)}, {"speedup", optional(p.speedup)},
+       {"library", optional(p.library)}, {"speedup_over_library", optional(p.speedup_over_library)},
        {"flops", p.flops}, {"min_bytes", p.min_bytes}, {"achieved_gbps", p.achieved_gbps},
        {"achieved_tflops", p.achieved_tflops}, {"sol_fraction", optional(p.sol_fraction)},
        {"rotation_sets", p.rotation_sets}, {"rotation_bytes", p.rotation_bytes}};
@@ -375,6 +376,8 @@ void from_json(const nlohmann::json& j, Performance& p) {
   p.solution = j.at("solution");
   optional_from(j, "baseline", p.baseline);
   optional_from(j, "speedup", p.speedup);
+  optional_from(j, "library", p.library);
+  optional_from(j, "speedup_over_library", p.speedup_over_library);
   p.flops = j.at("flops");
   p.min_bytes = j.at("min_bytes");
   p.achieved_gbps = j.at("achieved_gbps");
@@ -424,8 +427,13 @@ void to_json(nlohmann::json& j, const RepeatRow& r) {
 }
 
 void to_json(nlohmann::json& j, const RunSummary& s) {
-  j = {{"passed", s.passed}, {"total", s.total}, {"geomean_speedup", optional(s.geomean_speedup)},
-       {"throttled", s.throttled}, {"overhead", s.overhead}};
+  j = {{"passed", s.passed},
+       {"total", s.total},
+       {"geomean_speedup", optional(s.geomean_speedup)},
+       {"geomean_speedup_over_library", optional(s.geomean_speedup_over_library)},
+       {"over_library", s.over_library},
+       {"throttled", s.throttled},
+       {"overhead", s.overhead}};
 }
 
 }  // namespace d2k

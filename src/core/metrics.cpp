@@ -64,6 +64,12 @@ Performance performance_of(const TimingSummary& solution, const std::optional<Ti
   return p;
 }
 
+void add_library(Performance& performance, const std::optional<TimingSummary>& library) {
+  if (!library) return;
+  performance.library = library;
+  if (performance.solution.median_ms > 0) performance.speedup_over_library = library->median_ms / performance.solution.median_ms;
+}
+
 std::optional<double> geomean(const std::vector<double>& values) {
   if (values.empty()) return std::nullopt;
   double log_sum = 0.0;

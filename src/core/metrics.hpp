@@ -16,6 +16,10 @@ Performance performance_of(const TimingSummary& solution, const std::optional<Ti
                            double flops, double min_bytes, const Ceilings& ceiling,
                            DType flops_dtype = DType::bf16);
 
+// Adds the library baseline's time and the speedup over it (library median / solution median); nothing
+// changes when `library` is empty.
+void add_library(Performance& performance, const std::optional<TimingSummary>& library);
+
 // The speed-of-light time in milliseconds: the larger of the compute floor (FLOPs at the rate of
 // `flops_dtype`) and the memory floor (min_bytes at the copy bandwidth). 0 when no ceiling applies.
 double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype = DType::bf16);

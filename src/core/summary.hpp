@@ -14,6 +14,9 @@ struct RunSummary {
   int passed = 0;                         // traces with status passed
   int total = 0;                          // traces
   std::optional<double> geomean_speedup;  // over eager, of the passed traces that have one
+  // Over the library path (PyTorch's fused one, where the task has one), of the passed traces that have one.
+  std::optional<double> geomean_speedup_over_library;
+  int over_library = 0;                   // those traces
   int throttled = 0;                      // traces timed while the GPU throttled (trace.clocks)
   Overhead overhead;                      // where the harness's wall time went
 

@@ -1,5 +1,7 @@
 #include "core/task.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -29,7 +31,19 @@ int64_t whole(const std::string& formula, const Workload& workload, const std::s
   return static_cast<int64_t>(rounded);
 }
 
+bool is_name_part(std::string_view part) {
+  if (part.empty() || !std::islower(static_cast<unsigned char>(part.front()))) return false;
+  return std::all_of(part.begin(), part.end(), [](unsigned char c) {
+    return std::islower(c) || std::isdigit(c) || c == '_';
+  });
+}
+
 }  // namespace
+
+bool is_task_name(std::string_view name) {
+  const auto slash = name.find('/');
+  return slash != std::string_view::npos && is_name_part(name.substr(0, slash)) && is_name_part(name.substr(slash + 1));
+}
 
 const Workload* Task::find_workload(const std::string& name) const { return find_named(workloads, name); }
 const TensorSpec* Task::find_input(const std::string& name) const { return find_named(inputs, name); }

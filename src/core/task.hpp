@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -46,6 +47,13 @@ struct TensorSpec {
   std::vector<std::string> strides;
   std::map<std::string, std::vector<std::string>> layouts;
   InputInit init;        // inputs only
+  // Inputs only: d2k_prepare may see this input (weights it re-lays out once); the others hold poison
+  // during prepare, so that no activation can be precomputed outside the timed calls.
+  bool prepare = false;
+  // Inputs only: between timed calls the harness may swap a few elements within a row of this input, so
+  // that every timed call computes on values it cannot predict. The loader's default: a floating dtype
+  // and not `prepare`.
+  bool perturb = false;
   bool inplace = false;  // outputs only: the output is the input of the same name, updated in place
   Tolerance tolerance;   // outputs only
   // Inputs only: d2k_prepare may see it (weights); the others hold poison while it runs.
@@ -67,6 +75,9 @@ struct Workload {
   // Never shown to an agent; run only by final evaluations (`d2k eval --final`) and `d2k bench`, so
   // that a solution cannot special-case the shapes it was shown.
   bool hidden = false;
+  // Small shapes the cpu device runs by default (CI runs every task's cpu solution on them in seconds);
+  // the cuda device runs every workload.
+  bool smoke = false;
   std::map<std::string, int64_t> axes;
   std::map<std::string, double> scalars;          // overrides of ScalarSpec::value
   std::map<std::string, std::string> layouts;     // tensor name -> layout name
@@ -74,12 +85,15 @@ struct Workload {
 };
 
 struct Task {
-  std::string name;  // "<family>/<name>", e.g. "norm/fused_add_rmsnorm"
+  std::string name;  // "<family>/<name>", e.g. "norm/fused_add_rmsnorm": the folder under the tasks root
   std::filesystem::path dir;
   std::string summary;      // one line
   std::string description;  // what it computes, markdown
   std::string source;       // the system it comes from
   std::string baseline;     // how the eager reference is written
+  // The fused PyTorch path timed as a second baseline, in words (e.g. "torch._scaled_mm"); set exactly
+  // when reference.cpp defines TaskCode::library(). Empty: the task has none.
+  std::string library;
   std::vector<std::string> axes;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
@@ -103,6 +117,10 @@ struct Task {
   // nullptr when neither exists.
   const Tolerance* tolerance_for(const std::string& name) const;
 };
+
+// "<family>/<name>", each part lowercase letters, digits and '_', starting with a letter: a folder
+// name, a C string in a compile definition and a command-line argument alike.
+bool is_task_name(std::string_view name);
 
 // A tensor's concrete geometry for one workload.
 struct Geometry {

@@ -262,15 +262,19 @@ class TaskReader {
       fail("{}:{}:{}: invalid TOML: {}", source_.file(), error.source().begin.line, error.source().begin.column,
            error.description());
     }
-    Fields fields(source_, root, "",
-                  {"name", "summary", "source", "baseline", "description", "axes", "flops", "min_bytes", "flops_dtype",
-                   "deterministic", "inputs", "outputs", "scalars", "compare", "workloads"});
     task_.dir = task_dir_;
-    read_name(fields);
+    read_name(root);
+    Fields fields(source_, root, "",
+                  {"summary", "source", "baseline", "library", "description", "axes", "flops", "min_bytes",
+                   "flops_dtype", "deterministic", "inputs", "outputs", "scalars", "compare", "workloads"});
     task_.summary = as_string(source_, fields.need("summary"), "summary");
     if (task_.summary.find('\n') != std::string::npos) source_.bad(fields.need("summary"), "summary", "must be one line");
     task_.source = as_string(source_, fields.need("source"), "source");
     task_.baseline = as_string(source_, fields.need("baseline"), "baseline");
+    if (const toml::node* library = fields.find("library")) {
+      task_.library = as_string(source_, *library, "library");
+      if (task_.library.find('\n') != std::string::npos) source_.bad(*library, "library", "must be one line");
+    }
     task_.description = as_string(source_, fields.need("description"), "description");
     read_axes(fields.need("axes"));
     task_.flops = as_formula(source_, fields.need("flops"), "flops", task_.axes);
@@ -288,13 +292,18 @@ class TaskReader {
   }
 
  private:
-  void read_name(const Fields& fields) {
-    const toml::node& node = fields.need("name");
-    task_.name = as_string(source_, node, "name");
-    std::string folder =
+  // The name is the folder's path under the tasks root, written nowhere else: a task.toml that still
+  // names itself (the format before) would be a second copy that can disagree.
+  void read_name(const toml::table& root) {
+    task_.name =
         fs::weakly_canonical(task_dir_).lexically_relative(fs::weakly_canonical(tasks_root_)).generic_string();
-    if (task_.name != folder) {
-      source_.bad(node, "name", fmt::format("must equal the task's folder under the tasks root, '{}'", folder));
+    if (const toml::node* name = root.get("name")) {
+      source_.error(name, "name", fmt::format("a task's name comes from its folder ('{}'); delete this line", task_.name));
+    }
+    if (!is_task_name(task_.name)) {
+      fail("{}: the folder '{}' under the tasks root {} is not a task name: <family>/<name>, each lowercase "
+           "letters, digits and '_', starting with a letter",
+           task_dir_.string(), task_.name, tasks_root_.string());
     }
   }
 
@@ -354,14 +363,32 @@ class TaskReader {
 
   void read_inputs(const toml::node& node) {
     for (auto [table, path] : tables_of(source_, node, "inputs")) {
-      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "init"});
+      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "init", "prepare", "perturb"});
       TensorSpec spec = read_tensor(fields);
       if (task_.find_input(spec.name)) source_.bad(fields.need("name"), fields.path("name"), "another input has this name");
       if (const toml::node* init = fields.find("init")) spec.init = parse_init(source_, *init, fields.path("init"), {});
-      spec.perturb = is_floating(spec.dtype) && !spec.prepare;
+      read_visibility(fields, spec);
       task_.inputs.push_back(std::move(spec));
     }
     if (task_.inputs.empty()) source_.error(&node, "inputs", "a task needs at least one input");
+  }
+
+  // What d2k_prepare may see and what the harness may perturb between timed calls (issue 10): prepare
+  // sees weights, never activations, and perturbing what prepare saw would make its work stale.
+  void read_visibility(const Fields& fields, TensorSpec& spec) {
+    if (const toml::node* prepare = fields.find("prepare")) spec.prepare = as_bool(source_, *prepare, fields.path("prepare"));
+    spec.perturb = is_floating(spec.dtype) && !spec.prepare;
+    const toml::node* perturb = fields.find("perturb");
+    if (perturb == nullptr) return;
+    spec.perturb = as_bool(source_, *perturb, fields.path("perturb"));
+    if (spec.perturb && spec.prepare) {
+      source_.bad(*perturb, fields.path("perturb"),
+                  "contradicts prepare = true: d2k_prepare sees this input once, so changing it between calls would "
+                  "make what prepare computed from it stale");
+    }
+    if (spec.perturb && spec.shape.empty()) {
+      source_.bad(*perturb, fields.path("perturb"), "a rank-0 input has no row to swap elements within");
+    }
   }
 
   void read_outputs(const toml::node& node) {
@@ -433,7 +460,7 @@ class TaskReader {
 
   void read_workloads(const toml::node& node) {
     for (auto [table, path] : tables_of(source_, node, "workloads")) {
-      Fields fields(source_, *table, path, {"name", "model", "hidden", "axes", "scalars", "layouts", "inits"});
+      Fields fields(source_, *table, path, {"name", "model", "hidden", "smoke", "axes", "scalars", "layouts", "inits"});
       Workload workload;
       const toml::node& name = fields.need("name");
       workload.name = as_string(source_, name, fields.path("name"));
@@ -441,6 +468,7 @@ class TaskReader {
       if (task_.find_workload(workload.name)) source_.bad(name, fields.path("name"), "another workload has this name");
       workload.model = as_string(source_, fields.need("model"), fields.path("model"));
       if (const toml::node* hidden = fields.find("hidden")) workload.hidden = as_bool(source_, *hidden, fields.path("hidden"));
+      if (const toml::node* smoke = fields.find("smoke")) workload.smoke = as_bool(source_, *smoke, fields.path("smoke"));
       read_workload_axes(fields, workload);
       if (const toml::node* scalars = fields.find("scalars")) read_workload_scalars(*scalars, fields.path("scalars"), workload);
       if (const toml::node* layouts = fields.find("layouts")) read_workload_layouts(*layouts, fields.path("layouts"), workload);

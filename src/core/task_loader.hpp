@@ -10,7 +10,7 @@
 
 namespace d2k {
 
-// `task_dir` is tasks_root/<family>/<name>; the task's `name` must equal "<family>/<name>".
+// `task_dir` is tasks_root/<family>/<name>; the task's name is "<family>/<name>", taken from the path.
 Task load_task(const std::filesystem::path& task_dir, const std::filesystem::path& tasks_root);
 
 // Every tasks_root/*/*/task.toml, sorted by task name.

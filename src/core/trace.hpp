@@ -86,6 +86,8 @@ struct Performance {
   TimingSummary solution;
   std::optional<TimingSummary> baseline;  // the eager reference
   std::optional<double> speedup;          // baseline median / solution median
+  std::optional<TimingSummary> library;   // the fused library path, where the task has one
+  std::optional<double> speedup_over_library;  // library median / solution median
   double flops = 0.0;                     // of the workload, from the task's formula
   double min_bytes = 0.0;
   double achieved_gbps = 0.0;             // min_bytes / solution median

@@ -12,6 +12,7 @@
 #include "core/overhead.hpp"
 #include "core/text.hpp"
 #include "core/timestamp.hpp"
+#include "eval/baselines.hpp"
 #include "eval/checks.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
@@ -128,12 +129,14 @@ std::vector<uint64_t> input_digests(const Task& task, const TensorMap& draw, uin
 
 // Speed against the baseline and the ceilings, and what a person should know about the time.
 void add_performance(Trace& trace, const Task& task, const Workload& workload, const TimingReport& timing,
-                     const std::optional<TimingSummary>& baseline, const EvalEnvironment& environment) {
+                     const std::optional<TimingSummary>& baseline, const std::optional<TimingSummary>& library,
+                     const EvalEnvironment& environment) {
   const double flops = flops_of(task, workload), min_bytes = min_bytes_of(task, workload);
   const auto summary = summarize(timing.samples_ms);
   trace.performance = performance_of(summary, baseline, flops, min_bytes, environment.ceilings, task.flops_dtype);
   trace.performance->rotation_sets = timing.rotation_sets;
   trace.performance->rotation_bytes = timing.rotation_bytes;
+  add_library(*trace.performance, library);
   const auto light = faster_than_light(summary.median_ms, flops, min_bytes, environment.ceilings, task.flops_dtype,
                                        environment.device, timing.rotation_sets, timing.rotation_bytes);
   if (light.warning) trace.warnings.push_back(*light.warning);
@@ -142,61 +145,13 @@ void add_performance(Trace& trace, const Task& task, const Workload& workload, c
     trace.warnings.push_back("the second clock (CUPTI) could not run: " + timing.second_clock->unavailable);
 }
 
-// The eager reference timed on the workload's inputs (already drawn), once per process (`cache`).
-std::optional<TimingSummary> baseline_time(const Task& task, const Workload& workload, const TaskCode& code,
-                                           const TensorMap& inputs, const Scalars& scalars,
-                                           const EvalEnvironment& environment_, const EvalSettings& settings_,
-                                           std::map<std::string, TimingSummary>& baselines_) {
-  const auto key = task.name + "/" + workload.name;
-  if (auto it = baselines_.find(key); it != baselines_.end()) return it->second;
-  // Rotated like the solution's inputs (timing/rotation.hpp), so that neither side is timed with a warmer
-  // L2 than the other. The reference allocates its own outputs; only the inputs are copied.
-  std::size_t set_bytes = 0;
-  for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
-  const std::size_t budget = environment_.device == Device::cpu
-                                 ? std::min<std::size_t>(kCpuRotationBudgetBytes, settings_.timing.rotate_max_bytes)
-                                 : static_cast<std::size_t>(std::max<int64_t>(0, settings_.timing.rotate_max_bytes));
-  const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(environment_.device), budget, settings_.timing);
-  std::vector<TensorMap> copies;
-  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, environment_.device, Precision::native));
-  std::size_t next = 0;
-  const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
-  // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
-  const auto samples = measure(environment_.device, [&] { call_reference(task, code, copies[next], scalars); }, rotate,
-                               nullptr, settings_.timing);
-  auto summary = summarize(samples);
-  baselines_[key] = summary;
-  return summary;
-}
-
-
-
 }  // namespace
-
-std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
-                                              bool include_hidden) {
-  std::vector<const Workload*> selected;
-  for (const auto& workload : task.workloads) {
-    if (workload.hidden && !include_hidden) continue;
-    if (names.empty() || std::find(names.begin(), names.end(), workload.name) != names.end())
-      selected.push_back(&workload);
-  }
-  for (const auto& name : names) {
-    const auto* workload = task.find_workload(name);
-    if (workload && (include_hidden || !workload->hidden)) continue;
-    std::string known;
-    for (const auto& w : task.workloads)
-      if (include_hidden || !w.hidden) known += (known.empty() ? "" : ", ") + w.name;
-    fail("task {} has no workload '{}' (it has: {})", task.name, name, known);
-  }
-  return selected;
-}
 
 Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
     : environment_(environment), settings_(std::move(settings)), observer_(observer) {}
 
 std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solution) {
-  const auto workloads = select_workloads(task, settings_.workloads, settings_.include_hidden);
+  const auto workloads = select_workloads(task, settings_.workloads, settings_.include_hidden, settings_.tier);
   if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
   require_torch_device(environment_.device);
 
@@ -277,12 +232,16 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   trace.status = Status::passed;
   if (!settings_.time) return trace;
-  std::optional<TimingSummary> baseline;
+  std::optional<TimingSummary> baseline, library;
   if (settings_.baseline) {
     step("timing the eager baseline", kBaselineTimingPhase);
-    baseline = baseline_time(task, workload, *code, first, scalars, environment_, settings_, baselines_);
+    baseline = baseline_time(task, workload, *code, first, scalars, environment_.device, settings_.timing, baselines_);
+    if (code->has_library()) {
+      step("timing the library path", kBaselineTimingPhase);
+      library = library_time(task, workload, *code, first, scalars, environment_.device, settings_.timing, baselines_);
+    }
   }
-  add_performance(trace, task, workload, *outcome.report.timing, baseline, environment_);
+  add_performance(trace, task, workload, *outcome.report.timing, baseline, library, environment_);
   return trace;
 }
 

@@ -16,6 +16,7 @@
 #include "eval/environment.hpp"
 #include "eval/observer.hpp"
 #include "eval/phase_clock.hpp"
+#include "eval/workloads.hpp"
 #include "runner/builder.hpp"
 #include "runner/worker_run.hpp"
 
@@ -26,6 +27,7 @@ namespace d2k {
 struct EvalSettings {
   std::vector<std::string> workloads;  // names to run; empty: all published ones
   bool include_hidden = false;         // final evaluation: the hidden workloads too
+  WorkloadTier tier = WorkloadTier::all;  // smoke: with no names, the smoke workloads only (eval/workloads.hpp)
   uint64_t seed = 1;
   bool time = true;       // time the solution (and the baselines)
   bool baseline = true;   // time the eager baseline too
@@ -60,10 +62,5 @@ class Evaluator {
   std::map<std::string, TimingSummary> baselines_;  // "<task>/<workload>": timed once per process
   PhaseClock phases_;                               // of the workload being evaluated
 };
-
-// The workloads of `task` that `names` selects (all when empty), hidden ones only when
-// `include_hidden`; an unknown name is an error that lists the workloads the caller may see.
-std::vector<const Workload*> select_workloads(const Task& task, const std::vector<std::string>& names,
-                                              bool include_hidden);
 
 }  // namespace d2k

@@ -20,16 +20,29 @@ TensorMap place_inputs(const TensorMap& inputs, Device device, Precision precisi
   return placed;
 }
 
-TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars) {
-  auto outputs = code.reference(inputs, scalars);
+namespace {
+
+// Every output of the task by name: the ones `path` returned and the in-place ones from `inputs`.
+TensorMap every_output(const Task& task, TensorMap outputs, TensorMap& inputs, const char* path) {
   for (const auto& spec : task.outputs) {
     if (spec.inplace) {
       outputs[spec.name] = inputs.at(spec.name);
     } else if (!outputs.count(spec.name)) {
-      fail("{}/reference.cpp: the reference returned no output '{}'", task.dir.string(), spec.name);
+      fail("{}/reference.cpp: the {} returned no output '{}'", task.dir.string(), path, spec.name);
     }
   }
   return outputs;
+}
+
+}  // namespace
+
+TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars) {
+  return every_output(task, code.reference(inputs, scalars), inputs, "reference");
+}
+
+TensorMap call_library(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars) {
+  if (!code.has_library()) fail("{}/reference.cpp: the task has no library path", task.dir.string());
+  return every_output(task, code.library(inputs, scalars), inputs, "library path");
 }
 
 void apply_patch(const Task& task, TensorMap& inputs, const std::vector<ElementSwap>& patch) {

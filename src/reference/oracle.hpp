@@ -1,4 +1,5 @@
-// Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle).
+// Running a task's reference: natively (the eager baseline, timed) or in float64 (the oracle); and its
+// library path, natively (the library baseline, timed).
 #pragma once
 
 #include "core/call_patch.hpp"
@@ -21,5 +22,8 @@ TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inpu
 // Swaps the elements a timed call's patch names (core/call_patch.hpp) in `inputs`, tensors laid out as
 // the task says (any device and floating precision: the storage offsets are the same), in place.
 void apply_patch(const Task& task, TensorMap& inputs, const std::vector<ElementSwap>& patch);
+
+// The same for the library path (TaskCode::library); throws d2k::Error when the task has none.
+TensorMap call_library(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
 
 }  // namespace d2k

@@ -24,6 +24,7 @@ double Scalars::f(const std::string& name) const {
 int64_t Scalars::i(const std::string& name) const { return static_cast<int64_t>(f(name)); }
 
 void register_task_code(const std::string& task_name, TaskCodeFactory factory) {
+  if (!is_task_name(task_name)) fail("reference code registers the task '{}', which is not <family>/<name>", task_name);
   auto [it, inserted] = registry().emplace(task_name, std::move(factory));
   if (!inserted) fail("two references register the task '{}'", task_name);
 }

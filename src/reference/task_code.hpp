@@ -2,9 +2,13 @@
 // author writes eager PyTorch. The same function is the timed baseline (native dtypes, on the evaluation
 // device) and, run on inputs upcast to float64, the correctness oracle.
 //
+// Where PyTorch has a fused library path for the operator (SDPA, _scaled_mm, _int_mm, _grouped_mm,
+// cuBLAS through matmul), the subclass defines it too: a second baseline that the expert must beat.
+//
 // Each tasks/<family>/<name>/reference.cpp defines a subclass and registers it with
-// D2K_REGISTER_TASK("<family>/<name>", Class). CMake compiles every reference.cpp into d2k, so adding
-// a task touches no other folder.
+// D2K_REGISTER_TASK(Class). The name is the folder's: CMake compiles every reference.cpp into d2k with
+// D2K_TASK_NAME="<family>/<name>" (src/CMakeLists.txt, d2k_task_references), so adding a task touches
+// no other folder and its name is written nowhere but its path.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -61,6 +65,16 @@ class TaskCode {
   virtual TensorMap comparable(const TensorMap& outputs, const Scalars& scalars) const {
     return outputs;
   }
+
+  // Optional: the fused library path a model author would call instead of the eager composition (e.g.
+  // at::_scaled_mm, at::scaled_dot_product_attention), timed as the library baseline on the same inputs
+  // in their native dtypes. Same contract as reference(): in-place outputs are updated in `inputs`, the
+  // others returned by name. A task that defines it overrides has_library() to return true and names
+  // the path in task.toml (`library = "..."`); `d2k tasks --check` holds the two together.
+  virtual bool has_library() const { return false; }
+  virtual TensorMap library(TensorMap& inputs, const Scalars& scalars) const {
+    fail("this task's reference code defines no library() (its has_library() returns {})", has_library());
+  }
 };
 
 using TaskCodeFactory = std::function<std::unique_ptr<TaskCode>()>;
@@ -80,8 +94,10 @@ struct TaskCodeRegistrar {
 
 }  // namespace d2k
 
+// D2K_TASK_NAME comes from CMake, per reference.cpp: a compile error naming it here means the file is
+// not where the build looks (tasks/<family>/<name>/reference.cpp) or the build predates it.
 #define D2K_CONCAT_INNER(a, b) a##b
 #define D2K_CONCAT(a, b) D2K_CONCAT_INNER(a, b)
-#define D2K_REGISTER_TASK(task_name, Class)                                            \
+#define D2K_REGISTER_TASK(Class)                                                               \
   static const ::d2k::detail::TaskCodeRegistrar D2K_CONCAT(d2k_task_registrar_, __LINE__)( \
-      task_name, [] { return std::unique_ptr<::d2k::TaskCode>(new Class()); })
+      D2K_TASK_NAME, [] { return std::unique_ptr<::d2k::TaskCode>(new Class()); })

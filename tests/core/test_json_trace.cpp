@@ -65,6 +65,21 @@ TEST(JsonTrace, RoundTripsEveryField) {
   EXPECT_DOUBLE_EQ(back.wall_seconds, 2.0);
 }
 
+TEST(JsonTrace, TheLibraryBaselineRoundTripsAndIsNullWhenAbsent) {
+  Trace t = sample_trace();
+  EXPECT_TRUE(nlohmann::json(t)["performance"]["library"].is_null());
+  EXPECT_TRUE(nlohmann::json(t)["performance"]["speedup_over_library"].is_null());
+  t.performance->library = TimingSummary{.median_ms = 0.021, .samples = 80};
+  t.performance->speedup_over_library = 0.021 / 0.018;
+  const auto j = nlohmann::json(t);
+  EXPECT_DOUBLE_EQ(j["performance"]["library"]["median_ms"].get<double>(), 0.021);
+  const Trace back = nlohmann::json::parse(j.dump()).get<Trace>();
+  ASSERT_TRUE(back.performance->library);
+  EXPECT_EQ(back.performance->library->samples, 80);
+  EXPECT_DOUBLE_EQ(*back.performance->speedup_over_library, 0.021 / 0.018);
+  EXPECT_EQ(nlohmann::json(back), j);
+}
+
 TEST(JsonTrace, InfinityIsWrittenAsNullAndReadBack) {
   const auto j = nlohmann::json(sample_trace());
   EXPECT_TRUE(j["comparisons"][0]["nmse"].is_null());

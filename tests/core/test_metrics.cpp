@@ -16,6 +16,18 @@ TEST(Metrics, MemoryBoundWorkload) {
   EXPECT_NEAR(*p.sol_fraction, (67117056.0 / 4203e9 * 1e3) / 0.0182, 1e-9);
 }
 
+TEST(Metrics, TheLibraryBaselineAndTheSpeedupOverIt) {
+  auto p = performance_of(TimingSummary{.median_ms = 0.02}, TimingSummary{.median_ms = 0.2}, 0, 1e6, Ceilings{});
+  add_library(p, std::nullopt);
+  EXPECT_FALSE(p.library.has_value());
+  EXPECT_FALSE(p.speedup_over_library.has_value());
+  add_library(p, TimingSummary{.median_ms = 0.025});
+  ASSERT_TRUE(p.library.has_value());
+  EXPECT_EQ(p.library->median_ms, 0.025);
+  EXPECT_NEAR(*p.speedup_over_library, 1.25, 1e-12);  // the expert must beat it: above 1
+  EXPECT_NEAR(*p.speedup, 10.0, 1e-12);               // eager's is unchanged
+}
+
 TEST(Metrics, ComputeBoundFloorWins) {
   const Ceilings c{.copy_gbps = 4000.0, .bf16_tflops = 800.0};
   // 1 TFLOP over 1 MB: the compute floor (1.25 ms) is far above the memory floor.

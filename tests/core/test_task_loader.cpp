@@ -61,6 +61,7 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
   EXPECT_EQ(task.flops_dtype, DType::bf16);  // the defaults of the optional keys
   EXPECT_FALSE(task.deterministic);
   EXPECT_EQ(task.description, "The fixture every loader test starts from.\n");
+  EXPECT_EQ(task.library, "a fused test path");
   EXPECT_EQ(task.axes, (std::vector<std::string>{"T", "H", "G"}));
   EXPECT_EQ(task.flops, "4 * T * H");
 
@@ -73,6 +74,11 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
   EXPECT_EQ(x.init.dist, "normal");
   EXPECT_EQ(x.init.std, 0.5);
   EXPECT_EQ(x.init.mean, 0.0);
+  EXPECT_FALSE(x.prepare);
+  EXPECT_TRUE(x.perturb);  // the default of a floating input prepare cannot see
+  EXPECT_TRUE(task.inputs[2].prepare);
+  EXPECT_FALSE(task.inputs[2].perturb);  // the default of an input prepare sees
+  EXPECT_TRUE(task.inputs[3].perturb);   // given, for an integer input
   EXPECT_EQ(task.inputs[1].init.dist, "student_t");
   EXPECT_EQ(task.inputs[1].init.df, 4.0);
   EXPECT_EQ(task.inputs[2].init.low, 0.5);
@@ -119,6 +125,8 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
   EXPECT_EQ(llama.layouts, (std::map<std::string, std::string>{{"scales", "col"}}));
   ASSERT_EQ(llama.inits.size(), 2u);
   EXPECT_EQ(task.workloads[1].name, "qwen2.5-7b-T7");
+  EXPECT_FALSE(llama.smoke);
+  EXPECT_TRUE(task.workloads[1].smoke);
   EXPECT_TRUE(task.workloads[1].scalars.empty());
 
   EXPECT_EQ(task.guidance.items.size(), 6u);
@@ -270,9 +278,14 @@ TEST(TaskModel, GeometryRejectsFractionalAndNegativeExtents) {
 
 TEST(TaskLoader, LoadsEveryTaskSortedByName) {
   std::vector<Task> tasks = load_tasks(kTasks);
-  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_EQ(tasks.size(), 3u);
   EXPECT_EQ(tasks[0].name, "basic/copy");
-  EXPECT_EQ(tasks[1].name, "demo/rms_add");
+  EXPECT_EQ(tasks[1].name, "demo/batched_matmul");
+  EXPECT_EQ(tasks[2].name, "demo/rms_add");
+  EXPECT_TRUE(tasks[0].library.empty());  // the defaults of the optional keys
+  EXPECT_TRUE(tasks[0].inputs[0].perturb);
+  EXPECT_FALSE(tasks[0].inputs[0].prepare);
+  EXPECT_FALSE(tasks[0].workloads[0].smoke);
   EXPECT_EQ(tasks[0].flops, "0");  // an integer formula
   EXPECT_EQ(tasks[0].inputs[0].init.dist, "normal");  // the default init
   EXPECT_TRUE(tasks[0].scalars.empty());
@@ -287,6 +300,25 @@ std::string load_error(const fs::path& dir, const fs::path& root) {
     return error.what();
   }
   return "no error";
+}
+
+TEST(TaskLoader, PerturbDefaultsToTheFloatingInputsPrepareCannotSee) {
+  FixtureCopy copy;
+  fs::path file = copy.dir() / "task.toml";
+  std::string text = read_text(file);
+  for (const std::string line : {"perturb = true\n", "prepare = true\n"}) text.erase(text.find(line), line.size());
+  write_text(file, text);
+  Task task = load_task(copy.dir(), copy.root());
+  EXPECT_TRUE(task.inputs[2].perturb) << "a bf16 weight that prepare does not see";
+  EXPECT_FALSE(task.inputs[3].perturb) << "an integer input, unless the task says so";
+}
+
+TEST(TaskLoader, TheNameIsTheFolderAndMustBeATaskName) {
+  FixtureCopy copy;
+  fs::rename(copy.dir(), copy.root() / "demo" / "Rms-Add");
+  const std::string message = load_error(copy.root() / "demo" / "Rms-Add", copy.root());
+  EXPECT_NE(message.find("the folder 'demo/Rms-Add' under the tasks root"), std::string::npos) << message;
+  EXPECT_NE(message.find("is not a task name"), std::string::npos) << message;
 }
 
 TEST(TaskLoader, GuidanceErrorsAndMissingFilesNameTheFile) {
@@ -365,10 +397,14 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         // The file as a whole.
         Broken{"toml_syntax", {{"model = \"Qwen2.5-7B\"", "model = \"Qwen2.5-7B"}}, {"task.toml:@:", "invalid TOML"}},
-        Broken{"name_not_the_folder", {{"name = \"demo/rms_add\"", "name = \"demo/rms\""}},
-               {"task.toml:@: name = \"demo/rms\": must equal the task's folder under the tasks root, 'demo/rms_add'"}},
+        Broken{"name_still_written", {{"summary = \"Residual add", "name = \"demo/rms_add\"\nsummary = \"Residual add"}},
+               {"task.toml:@: name: a task's name comes from its folder ('demo/rms_add'); delete this line"}},
         Broken{"unknown_top_level_key", {{"flops = \"4 * T * H\"", "flopz = \"T\"\nflops = \"4 * T * H\""}},
-               {"task.toml:@: flopz: unknown key (known keys: name, summary"}},
+               {"task.toml:@: flopz: unknown key (known keys: summary, source, baseline, library, description"}},
+        Broken{"library_not_a_string", {{"library = \"a fused test path\"", "library = true"}},
+               {"task.toml:@: library = true: must be a string"}},
+        Broken{"library_empty", {{"library = \"a fused test path\"", "library = \"\""}},
+               {"task.toml:@: library = \"\": must not be empty"}},
         Broken{"flops_dtype_not_a_measured_rate", {{"flops = \"4 * T * H\"", "flops_dtype = \"f16\"\nflops = \"4 * T * H\""}},
                {"task.toml:@: flops_dtype = \"f16\": 'f16' is not a measured matrix rate (bf16, f8e4m3, i8)"}},
         Broken{"deterministic_not_a_bool", {{"flops = \"4 * T * H\"", "deterministic = \"yes\"\nflops = \"4 * T * H\""}},
@@ -394,7 +430,15 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:@: outputs[1].layouts.col[1] = \"align(N, 4)\": uses axis 'N'"}},
         // Inputs.
         Broken{"unknown_input_key", {{"init = { dist = \"normal\", std = 0.5 }", "shpe = [\"T\"]\ninit = { dist = \"normal\", std = 0.5 }"}},
-               {"task.toml:@: inputs[0].shpe: unknown key (known keys: name, dtype, shape, strides, layouts, init)"}},
+               {"task.toml:@: inputs[0].shpe: unknown key (known keys: name, dtype, shape, strides, layouts, init, prepare, perturb)"}},
+        Broken{"prepare_not_a_bool", {{"prepare = true", "prepare = \"weights\""}},
+               {"task.toml:@: inputs[2].prepare = \"weights\": must be true or false"}},
+        Broken{"perturb_not_a_bool", {{"perturb = true", "perturb = 1"}},
+               {"task.toml:@: inputs[3].perturb = 1: must be true or false"}},
+        Broken{"perturb_what_prepare_sees", {{"prepare = true", "prepare = true\nperturb = true"}},
+               {"task.toml:", "inputs[2].perturb = true: contradicts prepare = true"}},
+        Broken{"perturb_rank_zero", {{"shape = [\"T\"]\nstrides = [\"2\"]", "shape = []"}},
+               {"task.toml:", "inputs[3].perturb = true: a rank-0 input has no row to swap elements within"}},
         Broken{"unknown_dtype", {{"name = \"weight\"\ndtype = \"bf16\"", "name = \"weight\"\ndtype = \"bfloat16\""}},
                {"inputs[2].dtype = \"bfloat16\": unknown dtype (known: f32 f16 bf16 f8e4m3 f64 i32 i64 i8 u8)"}},
         Broken{"duplicate_input", {{"name = \"weight\"", "name = \"residual\""}},
@@ -457,6 +501,8 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:@: workloads[1].name = \"llama3-8b-T2048\": another workload has this name"}},
         Broken{"workload_name_with_space", {{"name = \"qwen2.5-7b-T7\"", "name = \"qwen 7b\""}},
                {"task.toml:@: workloads[1].name = \"qwen 7b\": may hold only letters, digits"}},
+        Broken{"smoke_not_a_bool", {{"smoke = true", "smoke = \"yes\""}},
+               {"task.toml:@: workloads[1].smoke = \"yes\": must be true or false"}},
         Broken{"missing_model", {{"model = \"Qwen2.5-7B\"\n", ""}}, {"workloads[1]: missing required key 'model'"}},
         Broken{"zero_axis", {{kQwenAxes, "axes = { T = 0, H = 3584, G = 128 }"}},
                {"task.toml:@: workloads[1].axes.T = 0: must be a positive integer"}},

@@ -22,4 +22,4 @@ class TopkSoftmax final : public d2k::TaskCode {
 
 }  // namespace
 
-D2K_REGISTER_TASK("moe/topk_softmax", TopkSoftmax);
+D2K_REGISTER_TASK(TopkSoftmax);

@@ -28,4 +28,4 @@ class FusedAddRmsNorm : public TaskCode {
 }  // namespace
 }  // namespace d2k
 
-D2K_REGISTER_TASK("norm/fused_add_rmsnorm", d2k::FusedAddRmsNorm);
+D2K_REGISTER_TASK(d2k::FusedAddRmsNorm);

@@ -56,4 +56,4 @@ class Fp8GroupQuant final : public TaskCode {
 }  // namespace
 }  // namespace d2k
 
-D2K_REGISTER_TASK("quant/fp8_group_quant", d2k::Fp8GroupQuant);
+D2K_REGISTER_TASK(d2k::Fp8GroupQuant);
