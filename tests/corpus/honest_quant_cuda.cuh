@@ -30,14 +30,14 @@ __global__ void quant_kernel(const __nv_bfloat16* x, int64_t xs0, int64_t xs1, _
   q[t * qs0 + k * qs1] = __nv_fp8_e4m3(ue8m0 ? v / scale : v * (448.0f / amax));
 }
 
-static double scalar(const d2k_call* call, const char* name) {
+[[maybe_unused]] static double scalar(const d2k_call* call, const char* name) {
   for (int i = 0; i < call->num_scalars; ++i)
     if (std::strcmp(call->scalars[i].name, name) == 0)
       return call->scalars[i].kind == D2K_SCALAR_INT ? double(call->scalars[i].i) : call->scalars[i].f;
   return 0;
 }
 
-static void quantize(const d2k_call* call, cudaStream_t stream) {
+[[maybe_unused]] static void quantize(const d2k_call* call, cudaStream_t stream) {
   const d2k_tensor &x = call->inputs[0], &q = call->outputs[0], &s = call->outputs[1];
   const int64_t groups = x.shape[1] / 128;
   quant_kernel<<<unsigned(x.shape[0] * groups), 128, 0, stream>>>(
