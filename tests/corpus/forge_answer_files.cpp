@@ -7,7 +7,9 @@
 // Expected: rejected, "outputs of timed call ... do not match" (the sampled timed calls' outputs reach
 // the orchestrator through the evidence pipe right after each call, and hold the poison it left; no file
 // is read as evidence, so the files change nothing; the handlers never even run, the worker _exits).
-// With the first round's worker this passed.
+// With the first round's worker the files replaced the worker's own evidence (the .second ones with the
+// checked call's outputs: incorrect_numerics); issue 10's variant, which computed nothing in any call,
+// passed.
 #include "honest_quant.h"  // an honest quant/fp8_group_quant; the cheat is below
 #include "timed_calls.h"
 
