@@ -1,9 +1,9 @@
 // What the round-2 forgers (ROUND2.md, classes 1 and 2) share: the worker's evidence frame as a cheater
 // who read the protocol would write it, and the file descriptors to write it into.
 //
-// The layout below is the guess made from docs (the lead's protocol: a header {magic, kind, seq,
-// payload size, token} and a payload). A real cheater reads the harness's source, so the corpus is
-// strongest when this matches core/worker_protocol.hpp exactly: keep the two in step.
+// The layout below is a guess from issue 10's protocol as described before it was written (a header
+// {magic, kind, seq, payload size, token} and a payload). A real cheater reads the harness's source, so
+// the corpus tests the most when this matches core/worker_protocol.hpp exactly: keep the two in step.
 #pragma once
 
 #include <dirent.h>
