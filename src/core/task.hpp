@@ -50,17 +50,12 @@ struct TensorSpec {
   // Inputs only: d2k_prepare may see this input (weights it re-lays out once); the others hold poison
   // during prepare, so that no activation can be precomputed outside the timed calls.
   bool prepare = false;
-  // Inputs only: between timed calls the harness may swap a few elements within a row of this input, so
-  // that every timed call computes on values it cannot predict. The loader's default: a floating dtype
-  // and not `prepare`.
+  // Inputs only: before every timed call the harness swaps a few elements within a row of this input
+  // (core/call_patch.hpp), so that every timed call computes on values it cannot predict. The loader's
+  // default: a floating dtype and not `prepare`.
   bool perturb = false;
   bool inplace = false;  // outputs only: the output is the input of the same name, updated in place
   Tolerance tolerance;   // outputs only
-  // Inputs only: d2k_prepare may see it (weights); the others hold poison while it runs.
-  bool prepare = false;
-  // Inputs only: timed calls see it with a few elements swapped (core/call_patch.hpp); by default the
-  // floating inputs prepare does not see.
-  bool perturb = false;
 };
 
 struct ScalarSpec {

@@ -4,11 +4,23 @@ source "$(dirname "$0")/lib.bash"
 corpus="$D2K_ROOT/tests/corpus"
 quant=quant/fp8_group_quant
 
+# solution_of FILE: what to evaluate for FILE. A cheat that includes the corpus's honest kernel
+# (honest_quant_cuda.cuh) becomes a folder solution with the header beside it: a single file is built alone.
+solution_of() {
+  local file=$1 name; name=$(basename "$1"); name=${name%.*}
+  if grep -q '#include "honest_quant_cuda.cuh"' "$file"; then
+    mkdir -p "$WORK/solutions/$name"
+    cp "$file" "$corpus/honest_quant_cuda.cuh" "$WORK/solutions/$name/"
+    file="$WORK/solutions/$name"
+  fi
+  echo "$file"
+}
+
 # run_eval FILE WORKLOAD EXIT [d2k eval options...]: evaluates into $WORK/<name>.json
 run_eval() {
   local file=$1 workload=$2 code=$3; shift 3
   local name; name=$(basename "$file"); name=${name%.*}
-  expect_exit "$code" "$D2K" eval $quant "$file" --device cuda -w "$workload" --timeout 60 --no-baseline \
+  expect_exit "$code" "$D2K" eval $quant "$(solution_of "$file")" --device cuda -w "$workload" --timeout 60 --no-baseline \
     --json "$WORK/$name.json" "$@"
 }
 caught() {  # FILE WORKLOAD STATUS FRAGMENT
