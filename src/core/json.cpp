@@ -358,6 +358,20 @@ void from_json(const nlohmann::json& j, GpuClocks& c) {
   read_optional(j, "warning", c.warning);
 }
 
+void to_json(nlohmann::json& j, const OutsideClock& c) {
+  j = {{"by", c.by}, {"harness_ms", c.harness_ms}, {"implied_ms", c.implied_ms}, {"reported_ms", c.reported_ms},
+       {"wall_implied_ms", optional(c.wall_implied_ms)}, {"cpu_implied_ms", optional(c.cpu_implied_ms)}};
+}
+void from_json(const nlohmann::json& j, OutsideClock& c) {
+  expect_object(j, "outside_clock");
+  read_field(j, "by", c.by);
+  read_field(j, "harness_ms", c.harness_ms);
+  read_field(j, "implied_ms", c.implied_ms);
+  read_field(j, "reported_ms", c.reported_ms);
+  optional_from(j, "wall_implied_ms", c.wall_implied_ms);
+  optional_from(j, "cpu_implied_ms", c.cpu_implied_ms);
+}
+
 void to_json(nlohmann::json& j, const Phase& p) { j = {{"name", p.name}, {"seconds", p.seconds}}; }
 void from_json(const nlohmann::json& j, Phase& p) {
   expect_object(j, "phase");
@@ -391,7 +405,7 @@ void to_json(nlohmann::json& j, const Trace& t) {
   j = {{"task", t.task}, {"workload", t.workload}, {"solution", t.solution}, {"device", t.device},
        {"device_name", t.device_name}, {"status", t.status}, {"message", t.message}, {"seed", t.seed},
        {"comparisons", t.comparisons}, {"performance", optional(t.performance)}, {"timestamp", t.timestamp},
-       {"clocks", optional(t.clocks)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"warnings", t.warnings},
+       {"clocks", optional(t.clocks)}, {"outside_clock", optional(t.outside_clock)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"warnings", t.warnings},
        {"log", t.log}};
 }
 void to_json(nlohmann::json& j, const Overhead& o) {
@@ -414,6 +428,7 @@ void from_json(const nlohmann::json& j, Trace& t) {
   optional_from(j, "performance", t.performance);
   t.timestamp = j.at("timestamp");
   optional_from(j, "clocks", t.clocks);
+  optional_from(j, "outside_clock", t.outside_clock);
   if (j.contains("phases")) t.phases = j.at("phases").get<std::vector<Phase>>();
   t.wall_seconds = j.value("wall_seconds", 0.0);
   if (j.contains("warnings")) t.warnings = j.at("warnings").get<std::vector<std::string>>();

@@ -76,6 +76,16 @@ struct GpuClocks {
   std::string warning;              // for a person, when throttled
 };
 
+// The outside clock of the timed calls (docs/metrics.md): what a clock the solution cannot reach says
+// each call took, against what the worker's own timer reported.
+struct OutsideClock {
+  std::string by;            // "wall" (the orchestrator's clock) or "cpu" (the kernel's count of the worker's CPU time)
+  double harness_ms = 0.0;   // the harness's own cost per call: the same loop with nothing called
+  double implied_ms = 0.0;   // per timed call, beyond the harness's own cost, by the smaller of the two clocks
+  double reported_ms = 0.0;  // the mean of the worker's samples
+  std::optional<double> wall_implied_ms, cpu_implied_ms;  // each clock's own account
+};
+
 // The wall time of one step of evaluating a workload (docs/metrics.md lists them).
 struct Phase {
   std::string name;
@@ -111,6 +121,7 @@ struct Trace {
   std::string device_name;
   std::string timestamp;  // ISO 8601, UTC
   std::optional<GpuClocks> clocks;  // cuda: around the solution's timed calls
+  std::optional<OutsideClock> outside_clock;  // when the solution was timed and its clock marks came back
   std::vector<Phase> phases;        // where the wall time of evaluating the workload went
   double wall_seconds = 0.0;        // the whole evaluation of the workload
   // What a person should know about a passed trace: throttled clocks, a time faster than the speed of

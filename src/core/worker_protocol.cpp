@@ -20,6 +20,7 @@ std::string_view name_of(FrameKind kind) {
   switch (kind) {
     case FrameKind::request: return "request";
     case FrameKind::input: return "input";
+    case FrameKind::ack: return "ack";
     case FrameKind::stage: return "stage";
     case FrameKind::clock: return "clock";
     case FrameKind::outputs: return "outputs";

@@ -1,7 +1,8 @@
 // What the orchestrator and a worker process say to each other (docs/integrity.md says why it is shaped
-// so). Nothing goes through files: the orchestrator writes a control stream to the worker's stdin (the
-// request, then the raw bytes of each input draw); the worker writes an evidence stream on its fd 3 (a
-// frame right after each call whose results it carries) and logs on stderr. Both streams are frames:
+// so). Nothing goes through files a solution could write: the orchestrator writes a control stream to
+// the worker's stdin (the request, where each input draw lies in a sealed memory file, and acks of the
+// clock frames); the worker writes an evidence stream on its fd 3 (a frame right after each call whose
+// results it carries) and logs on stderr. Both streams are frames:
 //
 //   header: magic "D2K2", kind, seq (0, 1, 2, ... per stream), payload size, the evaluation's token
 //   payload: u32 size of a JSON object (the frame's fields), the JSON, then raw bytes (tensor data)
@@ -30,6 +31,10 @@ namespace d2k {
 inline constexpr int kChildEvidenceFd = 3;
 inline constexpr int kControlFd = 1000;
 inline constexpr int kEvidenceFd = 1001;
+// The input draws' bytes, in a sealed memory file the orchestrator filled (nobody can write it) that the
+// child gets as fd 4: hundreds of MB that a pipe would move several times slower. The worker maps it
+// read-only and closes the descriptor.
+inline constexpr int kChildInputsFd = 4;
 
 inline constexpr uint32_t kFrameMagic = 0x324b3244;  // "D2K2" little-endian
 inline constexpr std::size_t kTokenBytes = 16;
@@ -38,10 +43,11 @@ using Token = std::array<uint8_t, kTokenBytes>;
 enum class FrameKind : uint32_t {
   // orchestrator -> worker
   request = 1,  // fields: the WorkerRequest
-  input = 2,    // fields: {draw: 1 or 2, input}; raw: its bytes (span * size of its dtype)
+  input = 2,    // fields: {draw: 1 or 2, input, offset}: its bytes (span * size of its dtype) in the inputs file
+  ack = 3,      // fields: {seq}: the clock frame `seq` was read and its times taken; the worker waits for it
   // worker -> orchestrator
   stage = 10,    // fields: {stage, seconds}: the worker begins `stage`; the step before it took `seconds`
-  clock = 11,    // fields: {mark, calls}: the orchestrator notes when it arrives (outside clock)
+  clock = 11,    // fields: {mark}: the orchestrator notes when it arrives (outside clock) and acks it
   outputs = 12,  // fields: {draw, call}; raw: every output's bytes, in request order
   digests = 13,  // fields: {what, digests}: keyed digests (core/keyed_digest.hpp) of tensors in place
   timing = 14,   // fields: the TimingReport

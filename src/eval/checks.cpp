@@ -237,7 +237,7 @@ TensorMap outputs_of(const Task& task, const Workload& workload, const std::vect
 // The slack of the outside clock: what the harness's per-call work may vary between the loop with
 // nothing called and the timed loop (restores, the synchronization, the checks after each call).
 namespace {
-constexpr double kClockExplainedFraction = 0.5;
+constexpr double kClockExplainedFraction = 0.75;  // a forged clock gains at most 1.33x
 constexpr double kClockSlackFraction = 0.25;  // of the harness's own cost per call
 constexpr double kClockSlackCudaSeconds = 50e-6;
 constexpr double kClockSlackCpuSeconds = 1e-3;
@@ -262,7 +262,7 @@ std::optional<double> implied_per_call(std::optional<double> noop, int64_t noop_
 
 }  // namespace
 
-std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device) {
+std::optional<OutsideClock> outside_clock_of(const WorkerReport& report) {
   if (!report.timing || report.timing->samples_ms.empty()) return std::nullopt;
   const auto& samples = report.timing->samples_ms;
   const auto calls = static_cast<int64_t>(samples.size());
@@ -273,21 +273,33 @@ std::optional<std::string> clock_disagrees(const WorkerReport& report, Device de
   double wall_harness = 0, cpu_harness = 0;
   const auto wall = implied_per_call(report.noop_seconds, report.timing->noop_samples, report.timed_seconds, calls,
                                      wall_harness);
+  if (!wall) return std::nullopt;
   const auto cpu = implied_per_call(report.noop_cpu_seconds, report.timing->noop_samples, report.timed_cpu_seconds,
                                     calls, cpu_harness);
-  if (!wall) return std::string("the worker's clock marks around the timed calls are missing");
   const bool by_cpu = cpu && *cpu < *wall;
-  const double implied = by_cpu ? *cpu : *wall;
-  const double harness = by_cpu ? cpu_harness : wall_harness;
   double sum_ms = 0;
   for (double ms : samples) sum_ms += ms;
-  const double reported = sum_ms * 1e-3 / static_cast<double>(calls);
-  const double slack = kClockSlackFraction * harness + (device == Device::cuda ? kClockSlackCudaSeconds : kClockSlackCpuSeconds);
-  if (reported >= kClockExplainedFraction * implied - slack) return std::nullopt;
+  OutsideClock clock;
+  clock.by = by_cpu ? "cpu" : "wall";
+  clock.harness_ms = (by_cpu ? cpu_harness : wall_harness) * 1e3;
+  clock.implied_ms = (by_cpu ? *cpu : *wall) * 1e3;
+  clock.reported_ms = sum_ms / static_cast<double>(calls);
+  clock.wall_implied_ms = *wall * 1e3;
+  if (cpu) clock.cpu_implied_ms = *cpu * 1e3;
+  return clock;
+}
+
+std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device) {
+  if (!report.timing || report.timing->samples_ms.empty()) return std::nullopt;
+  const auto clock = outside_clock_of(report);
+  if (!clock) return std::string("the worker's clock marks around the timed calls are missing");
+  const double slack_ms = kClockSlackFraction * clock->harness_ms +
+                          1e3 * (device == Device::cuda ? kClockSlackCudaSeconds : kClockSlackCpuSeconds);
+  if (clock->reported_ms >= kClockExplainedFraction * clock->implied_ms - slack_ms) return std::nullopt;
   return fmt::format("by {} the timed calls took {:.4g} ms each beyond the harness's own {:.4g} ms, but the worker "
                      "reported {:.4g} ms each: its timer was not measuring the calls",
-                     by_cpu ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
-                     implied * 1e3, harness * 1e3, reported * 1e3);
+                     clock->by == "cpu" ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
+                     clock->implied_ms, clock->harness_ms, clock->reported_ms);
 }
 
 std::optional<std::string> second_clock_disagrees(const SecondClockReport& second, double timed_median_ms) {
@@ -307,13 +319,13 @@ std::optional<std::string> second_clock_disagrees(const SecondClockReport& secon
   // events means the events did not bracket it (a timer that lies, events captured into a graph).
   if (busy > kSecondClockFactor * event + kSecondClockSlackMs)
     return fmt::format("the device's own records show {:.4g} ms of work per call, the event timer {:.4g} ms: the timer "
-                       "did not measure the calls",
+                       "was not measuring the calls",
                        busy, event);
   // A timer that lies only in the main loop: its median far below what the same calls took under the
   // second clock (there warm, so if anything faster).
   if (timed_median_ms < (busy - kSecondClockSlackMs) / kSecondClockFactor / 2)
     return fmt::format("the timed calls' median is {:.4g} ms, but the same calls under the device's own clock took "
-                       "{:.4g} ms of work each",
+                       "{:.4g} ms of work each: the timer was not measuring the calls",
                        timed_median_ms, busy);
   return std::nullopt;
 }

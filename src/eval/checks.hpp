@@ -52,9 +52,12 @@ std::optional<Finding> check_run(const WorkloadRun& run, std::vector<Comparison>
 TensorMap outputs_of(const Task& task, const Workload& workload, const std::vector<std::string_view>& bytes,
                      Device device);
 
-// The outside clock (core/worker_protocol.hpp): whether the reported samples explain the wall time the
-// orchestrator measured around the timed calls, given the harness's own cost per call measured with
-// nothing called. Why not, or nothing.
+// The outside clock (core/worker_protocol.hpp): what the orchestrator's wall clock and the kernel's count
+// of the worker's CPU time say each timed call took beyond the harness's own cost (the same loop with
+// nothing called), against the worker's samples; nothing when the worker sent no samples.
+std::optional<OutsideClock> outside_clock_of(const WorkerReport& report);
+
+// Whether the reported samples explain the outside clock's account of the calls. Why not, or nothing.
 std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device);
 
 // The second clock (CUPTI's records of the verification calls, cuda) against the event timer's samples of

@@ -215,6 +215,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   trace.log = cap(outcome.process.output);
   if (!outcome.report.device_name.empty()) trace.device_name = outcome.report.device_name;
   if (outcome.report.timing) trace.clocks = outcome.report.timing->clocks;
+  trace.outside_clock = outside_clock_of(outcome.report);
   phases_.split(outcome.report.phases, "worker_start");
 
   step("checking", "check");

@@ -307,9 +307,14 @@ int spawn_child(const ProcessSpec& spec, const std::string& program, std::vector
   posix_spawn_file_actions_adddup2(&setup.actions, streams.log.write, 1);
   posix_spawn_file_actions_adddup2(&setup.actions, streams.log.write, 2);
   if (conversation) posix_spawn_file_actions_adddup2(&setup.actions, streams.from_child.write, kChildChannelFd);
+  int last = conversation ? kChildChannelFd : 2;
+  for (const auto& [ours, theirs] : spec.inherit) {
+    posix_spawn_file_actions_adddup2(&setup.actions, ours, theirs);
+    last = std::max(last, theirs);
+  }
   // Descriptors the orchestrator holds (other workers' pipes, the database) must not leak into
   // candidate code.
-  posix_spawn_file_actions_addclosefrom_np(&setup.actions, conversation ? kChildChannelFd + 1 : 3);
+  posix_spawn_file_actions_addclosefrom_np(&setup.actions, last + 1);
   std::string cwd = spec.cwd.string();
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
 
@@ -338,7 +343,7 @@ bool pump(pid_t pid, Clock::time_point start, Clock::time_point deadline, int& l
     std::string_view pending;
     if (input_fd >= 0) {
       pending = conversation->next_input();
-      if (pending.empty()) {
+      if (pending.empty() && !conversation->more_input()) {
         ::close(input_fd);
         input_fd = -1;
       }
@@ -347,7 +352,7 @@ bool pump(pid_t pid, Clock::time_point start, Clock::time_point deadline, int& l
     int count = 0;
     if (log_fd >= 0) entries[count++] = {log_fd, POLLIN, 0};
     if (channel_fd >= 0) entries[count++] = {channel_fd, POLLIN, 0};
-    if (input_fd >= 0) entries[count++] = {input_fd, POLLOUT, 0};
+    if (input_fd >= 0 && !pending.empty()) entries[count++] = {input_fd, POLLOUT, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     // Short slices: a grandchild may hold the pipes open after the child itself has ended.
     const int slice = static_cast<int>(std::clamp<long long>(left, 0, 100));
@@ -414,8 +419,21 @@ ProcessResult run_process(const ProcessSpec& spec, ProcessConversation* conversa
     if (streams.stdin_fd >= 0) ::close(streams.stdin_fd);
     return failed_to_start(spec, why, start);
   }
+  // The descriptors the child inherits, first moved above every number the child's streams take: a
+  // source numbered 3 would otherwise be overwritten by the channel's dup2 onto 3 before its own dup2.
+  ProcessSpec moved = spec;
+  std::vector<int> temporary;
+  for (auto& [ours, theirs] : moved.inherit) {
+    ours = ::fcntl(ours, F_DUPFD_CLOEXEC, 64);
+    if (ours < 0) {
+      for (int fd : temporary) ::close(fd);
+      return failed_to_start(spec, fmt::format("fcntl(F_DUPFD) of an inherited descriptor: {}", std::strerror(errno)), start);
+    }
+    temporary.push_back(ours);
+  }
   pid_t pid = -1;
-  const int spawn_error = spawn_child(spec, *program, argv, envp, conversation != nullptr, streams, pid);
+  const int spawn_error = spawn_child(moved, *program, argv, envp, conversation != nullptr, streams, pid);
+  for (int fd : temporary) ::close(fd);
   streams.log.close_write();
   streams.to_child.close_read();
   streams.from_child.close_write();

@@ -30,6 +30,9 @@ struct ProcessSpec {
   // Set: the child runs under d2k-sandbox (unless its mode is off) with a scrubbed environment;
   // `env` still adds to it.
   std::optional<Sandbox> sandbox;
+  // Descriptors of the orchestrator's the child gets, as (ours, its number): every other one is closed.
+  // Its numbers start after the conversation's channel (kChildChannelFd + 1).
+  std::vector<std::pair<int, int>> inherit;
 };
 
 struct ProcessResult {
@@ -53,8 +56,11 @@ struct ProcessResult {
 class ProcessConversation {
  public:
   virtual ~ProcessConversation() = default;
-  // The next bytes for the child's stdin; empty when everything is sent (its stdin is then closed).
+  // The next bytes for the child's stdin; empty when there is nothing to send now.
   virtual std::string_view next_input() = 0;
+  // Whether more input may come later (in answer to what the child writes); when not, and nothing is
+  // left to send, the child's stdin is closed.
+  virtual bool more_input() const { return false; }
   // The first `bytes` of what next_input() returned are in the pipe.
   virtual void input_written(std::size_t bytes) = 0;
   // What the child wrote on fd 3.

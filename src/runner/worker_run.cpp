@@ -3,6 +3,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -32,40 +38,73 @@ class ScratchDir {
   fs::path path_;
 };
 
-// The control stream: the request frame, then one input frame per input of each draw. The input bytes
-// are not copied: segments point at the caller's draws.
+// The input draws in a sealed memory file (kChildInputsFd): filled here with pwrite, then sealed against
+// any write, growth or shrink, so neither the worker nor the solution can change what the orchestrator
+// checks against. Closed when it goes out of scope (the child has its own descriptor by then).
+class InputsFile {
+ public:
+  InputsFile(const DrawBytes& first, const DrawBytes& second) {
+    fd_ = ::memfd_create("d2k-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd_ < 0) fail("memfd_create: {}", std::strerror(errno));
+    std::size_t total = 0;
+    for (const DrawBytes* draw : {&first, &second})
+      for (auto bytes : *draw) total += bytes.size();
+    if (::ftruncate(fd_, static_cast<off_t>(total)) != 0) fail("ftruncate of the inputs file: {}", std::strerror(errno));
+    std::size_t at = 0;
+    for (const DrawBytes* draw : {&first, &second}) {
+      std::vector<std::size_t> offsets;
+      for (auto bytes : *draw) {
+        offsets.push_back(at);
+        for (std::size_t done = 0; done < bytes.size();) {
+          const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+          if (n <= 0) fail("writing the inputs file: {}", std::strerror(errno));
+          done += static_cast<std::size_t>(n);
+        }
+        at += bytes.size();
+      }
+      offsets_.push_back(std::move(offsets));
+    }
+    if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+      fail("sealing the inputs file: {}", std::strerror(errno));
+  }
+  ~InputsFile() { ::close(fd_); }
+  int fd() const { return fd_; }
+  std::size_t offset(int draw, std::size_t input) const { return offsets_[static_cast<std::size_t>(draw - 1)][input]; }
+
+ private:
+  int fd_ = -1;
+  std::vector<std::vector<std::size_t>> offsets_;
+};
+
+// The control stream: the request frame, one input frame per input of each draw (where its bytes lie in
+// the inputs file), then an ack for every clock frame of the worker's.
 class ControlStream {
  public:
-  ControlStream(const WorkerRequest& request, const DrawBytes& first, const DrawBytes& second) {
-    uint64_t seq = 0;
+  ControlStream(const WorkerRequest& request, const InputsFile& inputs, const DrawBytes& first, const DrawBytes& second) {
     const Token none{};
-    add_owned(encode_frame(FrameKind::request, seq++, none, nlohmann::json(request).dump()));
+    append(encode_frame(FrameKind::request, seq_++, none, nlohmann::json(request).dump()));
     const auto add_draw = [&](int draw, const DrawBytes& bytes) {
       for (std::size_t i = 0; i < bytes.size(); ++i) {
-        const nlohmann::json fields = {{"draw", draw}, {"input", i}};
-        add_owned(encode_frame_head(FrameKind::input, seq++, none, fields.dump(), bytes[i].size()));
-        segments_.push_back(bytes[i]);
+        const nlohmann::json fields = {{"draw", draw}, {"input", i}, {"offset", inputs.offset(draw, i)}};
+        append(encode_frame(FrameKind::input, seq_++, none, fields.dump()));
       }
     };
     add_draw(1, first);
     if (request.second_draw) add_draw(2, second);
   }
 
-  std::string_view next() {
-    while (current_ < segments_.size() && offset_ == segments_[current_].size()) ++current_, offset_ = 0;
-    if (current_ == segments_.size()) return {};
-    return segments_[current_].substr(offset_);
+  std::string_view next() const { return std::string_view(pending_).substr(sent_); }
+  void written(std::size_t bytes) {
+    sent_ += bytes;
+    if (sent_ == pending_.size()) pending_.clear(), sent_ = 0;
   }
-  void written(std::size_t bytes) { offset_ += bytes; }
+  void ack(uint64_t clock_seq) { append(encode_frame(FrameKind::ack, seq_++, Token{}, nlohmann::json({{"seq", clock_seq}}).dump())); }
 
  private:
-  void add_owned(std::string bytes) {
-    owned_.push_back(std::make_unique<std::string>(std::move(bytes)));
-    segments_.push_back(*owned_.back());
-  }
-  std::vector<std::unique_ptr<std::string>> owned_;
-  std::vector<std::string_view> segments_;
-  std::size_t current_ = 0, offset_ = 0;
+  void append(const std::string& bytes) { pending_ += bytes; }
+  std::string pending_;
+  std::size_t sent_ = 0;
+  uint64_t seq_ = 0;
 };
 
 // Reads the evidence stream and checks every frame as it comes: the token, seq in order with no gap,
@@ -76,6 +115,7 @@ class Evidence : public ProcessConversation {
       : control_(control), token_(token), reader_(max_payload) {}
 
   std::string_view next_input() override { return control_.next(); }
+  bool more_input() const override { return !ended_ && !forged_; }
   void started(pid_t pid) override { pid_ = pid; }
   void input_written(std::size_t bytes) override { control_.written(bytes); }
   void received(const char* data, std::size_t size, double seconds) override {
@@ -84,9 +124,13 @@ class Evidence : public ProcessConversation {
     reader_.feed(data, size, seconds, frames_);
     if (reader_.broken()) return forge(fmt::format("the evidence stream is malformed: {}", *reader_.broken()));
     for (std::size_t i = before; i < frames_.size() && !forged_; ++i) {
-      // The outside clock's CPU side, read as the mark arrives (the worker's other frames need none).
-      if (frames_[i].kind == FrameKind::clock) frames_[i].cpu_seconds = process_tree_cpu_seconds(pid_);
       admit(frames_[i]);
+      // The outside clock: the worker waits for the ack of a clock frame, so its CPU time read now is its
+      // CPU time at the mark.
+      if (frames_[i].kind == FrameKind::clock && !forged_) {
+        frames_[i].cpu_seconds = process_tree_cpu_seconds(pid_);
+        control_.ack(frames_[i].seq);
+      }
     }
   }
 
@@ -289,7 +333,9 @@ WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, cons
   uint64_t max_payload = uint64_t{1} << 24;
   for (const auto& output : request.outputs) max_payload += span_bytes(output);
 
-  ControlStream control(request, first, second);
+  InputsFile inputs(first, second);
+  spec.inherit = {{inputs.fd(), kChildInputsFd}};
+  ControlStream control(request, inputs, first, second);
   Evidence evidence(control, token, max_payload);
   WorkerOutcome outcome;
   outcome.process = run_process(spec, &evidence);

@@ -1,6 +1,8 @@
 #include "worker/channel.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -46,13 +48,20 @@ void move_fd(int from, int to) {
 
 }  // namespace
 
-void take_channels() {
+std::string_view take_channels() {
   move_fd(0, kControlFd);
   move_fd(kChildEvidenceFd, kEvidenceFd);
   const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || ::dup2(null, 0) < 0) fail("cannot put /dev/null on stdin: {}", std::strerror(errno));
   ::close(null);
   if (::dup2(2, 1) < 0) fail("cannot point stdout at stderr: {}", std::strerror(errno));
+  struct stat info {};
+  if (::fstat(kChildInputsFd, &info) != 0) fail("no inputs file on fd {}: {}", kChildInputsFd, std::strerror(errno));
+  const auto size = static_cast<std::size_t>(info.st_size);
+  void* map = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_SHARED, kChildInputsFd, 0);
+  if (map == MAP_FAILED) fail("cannot map the inputs file: {}", std::strerror(errno));
+  ::close(kChildInputsFd);
+  return {static_cast<const char*>(map), size};
 }
 
 Frame ControlChannel::read() {
@@ -74,12 +83,14 @@ Frame ControlChannel::read() {
   return frame;
 }
 
-void EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw) {
+uint64_t EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw) {
   std::size_t raw_bytes = 0;
   for (auto part : raw) raw_bytes += part.size();
-  const std::string head = encode_frame_head(kind, seq_++, token_, fields.dump(), raw_bytes);
+  const uint64_t seq = seq_++;
+  const std::string head = encode_frame_head(kind, seq, token_, fields.dump(), raw_bytes);
   write_all(kEvidenceFd, head.data(), head.size());
   for (auto part : raw) write_all(kEvidenceFd, part.data(), part.size());
+  return seq;
 }
 
 }  // namespace d2k

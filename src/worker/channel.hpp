@@ -13,8 +13,9 @@ namespace d2k {
 
 // Moves the streams the orchestrator gave the worker (stdin, fd 3) to kControlFd and kEvidenceFd, puts
 // /dev/null on stdin and points stdout at stderr, so that what the solution prints goes to the log and
-// nothing it writes on its standard streams can look like evidence. Throws d2k::Error.
-void take_channels();
+// nothing it writes on its standard streams can look like evidence. Maps the inputs file (fd 4)
+// read-only and closes its descriptor; returns the mapping. Throws d2k::Error.
+std::string_view take_channels();
 
 class ControlChannel {
  public:
@@ -25,9 +26,9 @@ class ControlChannel {
 class EvidenceChannel {
  public:
   explicit EvidenceChannel(const Token& token) : token_(token) {}
-  // One frame: `fields` as JSON, then the raw parts one after another. Throws d2k::Error when the
-  // orchestrator is gone.
-  void send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw = {});
+  // One frame: `fields` as JSON, then the raw parts one after another; returns its seq. Throws
+  // d2k::Error when the orchestrator is gone.
+  uint64_t send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw = {});
 
  private:
   Token token_;

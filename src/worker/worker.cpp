@@ -80,37 +80,38 @@ d2k_tensor abi_tensor(const WireTensor& tensor, void* data) {
   ::_exit(code);
 }
 
-// The inputs the orchestrator sent: the frames, and per draw a view of each input's bytes.
+// The inputs the orchestrator sent: per draw, a view of each input's bytes in the inputs file.
 struct Draws {
-  std::vector<Frame> frames;
   std::vector<std::string_view> first, second;
 };
 
-Draws read_draws(ControlChannel& control, const WorkerRequest& request) {
+// Where each input of each draw lies in the inputs file (`file`, mapped), as the control stream says.
+Draws read_draws(ControlChannel& control, const WorkerRequest& request, std::string_view file) {
   Draws draws;
   const std::size_t count = request.inputs.size() * (request.second_draw ? 2 : 1);
-  for (std::size_t k = 0; k < count; ++k) draws.frames.push_back(control.read());
   for (std::size_t k = 0; k < count; ++k) {
-    const Frame& frame = draws.frames[k];
+    const Frame frame = control.read();
     const auto fields = nlohmann::json::parse(frame.fields);
     const int draw = fields.at("draw").get<int>();
     const auto input = fields.at("input").get<std::size_t>();
+    const auto offset = fields.at("offset").get<std::size_t>();
     if (frame.kind != FrameKind::input || input >= request.inputs.size() || (draw != 1 && draw != 2))
       fail("control frame {} is not an input of the request", frame.seq);
-    if (frame.raw().size() != span_bytes(request.inputs[input]))
-      fail("input '{}' of draw {}: {} bytes, the tensor spans {}", request.inputs[input].name, draw, frame.raw().size(),
-           span_bytes(request.inputs[input]));
+    const std::size_t bytes = span_bytes(request.inputs[input]);
+    if (offset > file.size() || bytes > file.size() - offset)
+      fail("input '{}' of draw {}: {} bytes at {} of an inputs file of {}", request.inputs[input].name, draw, bytes,
+           offset, file.size());
     auto& list = draw == 1 ? draws.first : draws.second;
     list.resize(request.inputs.size());
-    list[input] = frame.raw();
+    list[input] = file.substr(offset, bytes);
   }
   return draws;
 }
 
 class Evaluation {
  public:
-  Evaluation(WorkerRequest request, Draws draws, EvidenceChannel& evidence)
-      : request_(std::move(request)), draws_(std::move(draws)), evidence_(evidence) {}
+  Evaluation(WorkerRequest request, Draws draws, ControlChannel& control, EvidenceChannel& evidence)
+      : request_(std::move(request)), draws_(std::move(draws)), control_(control), evidence_(evidence) {}
 
   // The worker's own preparation: device, stream, buffers, the copies of the timed calls. A failure here
   // is not the solution's.
@@ -147,8 +148,11 @@ class Evaluation {
   void send_input_digests(std::string_view what);
   CallHooks hooks(bool solution);
 
+  void clock_mark(ClockMark mark);
+
   WorkerRequest request_;
   Draws draws_;
+  ControlChannel& control_;
   EvidenceChannel& evidence_;
   Stage stage_ = Stage::setup;
   Clock::time_point stage_start_ = Clock::now();
@@ -320,9 +324,18 @@ CallHooks Evaluation::hooks(bool solution) {
   }
   const ClockMark begin = solution ? ClockMark::timed_begin : ClockMark::noop_begin;
   const ClockMark end = solution ? ClockMark::timed_end : ClockMark::noop_end;
-  hooks.sampling_begins = [this, begin] { evidence_.send(FrameKind::clock, {{"mark", name_of(begin)}}); };
-  hooks.sampling_ends = [this, end] { evidence_.send(FrameKind::clock, {{"mark", name_of(end)}}); };
+  hooks.sampling_begins = [this, begin] { clock_mark(begin); };
+  hooks.sampling_ends = [this, end] { clock_mark(end); };
   return hooks;
+}
+
+// A mark of the outside clock: the worker waits until the orchestrator has taken its times (the ack),
+// so that nothing the worker does next is counted on either side of the mark.
+void Evaluation::clock_mark(ClockMark mark) {
+  const uint64_t seq = evidence_.send(FrameKind::clock, {{"mark", name_of(mark)}});
+  const Frame ack = control_.read();
+  if (ack.kind != FrameKind::ack || nlohmann::json::parse(ack.fields).value("seq", uint64_t{0}) != seq)
+    fail("the control stream answered clock frame {} with a {} frame", seq, name_of(ack.kind));
 }
 
 void Evaluation::load() {
@@ -650,21 +663,21 @@ int worker_main(int argc, char** argv) {
   WorkerRequest request;
   Draws draws;
   std::optional<Token> token;
+  ControlChannel control;
   try {
-    take_channels();
-    ControlChannel control;
+    const std::string_view inputs = take_channels();
     const Frame first = control.read();
     if (first.kind != FrameKind::request) fail("the control stream does not start with a request");
     request = nlohmann::json::parse(first.fields).get<WorkerRequest>();
     check_request(request);
     token = parse_token(request.token);
-    draws = read_draws(control, request);
+    draws = read_draws(control, request, inputs);
   } catch (const std::exception& error) {
     std::cerr << "d2k-worker: bad request: " << error.what() << "\n";
     return 2;
   }
   EvidenceChannel evidence(*token);
-  Evaluation evaluation(std::move(request), std::move(draws), evidence);
+  Evaluation evaluation(std::move(request), std::move(draws), control, evidence);
   try {
     evidence.send(FrameKind::stage, {{"stage", Stage::setup}, {"seconds", 0.0}});
     evaluation.setup();

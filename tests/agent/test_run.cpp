@@ -171,6 +171,7 @@ TEST(AgentRun, FixesAWrongSolutionAndSubmits) {
   EXPECT_TRUE(check2.at("passed").get<bool>()) << check2.dump();
   EXPECT_TRUE(results[6].contains("candidate"));
   const auto bench = json::parse(results[7].at("content").get<std::string>());
+  ASSERT_TRUE(bench.at("workloads")[0].contains("median_ms")) << bench.dump();
   EXPECT_GT(bench.at("workloads")[0].at("median_ms").get<double>(), 0);
   for (const auto& r : results) {
     const auto content = r.at("content").get<std::string>();

@@ -1,9 +1,9 @@
 // What the round-2 forgers (ROUND2.md, classes 1 and 2) share: the worker's evidence frame as a cheater
 // who read the protocol would write it, and the file descriptors to write it into.
 //
-// The layout below is a guess from issue 10's protocol as described before it was written (a header
-// {magic, kind, seq, payload size, token} and a payload). A real cheater reads the harness's source, so
-// the corpus tests the most when this matches core/worker_protocol.hpp exactly: keep the two in step.
+// The layout below is core/worker_protocol.hpp's, exactly (a real cheater reads the harness's source):
+// a header {magic "D2K2", kind, seq, payload size, token}, then the payload: a u32 size, that many bytes
+// of JSON fields, then raw bytes (tensor data). Keep the two in step.
 #pragma once
 
 #include <dirent.h>
@@ -21,33 +21,54 @@
 
 namespace forge {
 
-constexpr uint32_t kMagic = 0x464B3244;  // "D2KF" in memory order
+constexpr uint32_t kMagic = 0x324b3244;  // "D2K2" in memory order
 constexpr size_t kTokenBytes = 16;       // the 128-bit token
-enum Kind : uint32_t { kClock = 1, kOutputs = 2, kDigest = 3, kSamples = 4, kFailure = 5, kEnd = 6 };
+enum Kind : uint32_t { kStage = 10, kClock = 11, kOutputs = 12, kDigest = 13, kSamples = 14, kFailure = 15, kEnd = 16 };
 
 struct Header {
   uint32_t magic;
   uint32_t kind;
   uint64_t seq;
-  uint64_t bytes;  // of the payload that follows
+  uint64_t bytes;  // of the payload that follows (the fields' size, the fields, the raw bytes)
   uint8_t token[kTokenBytes];
 };
 static_assert(sizeof(Header) == 40, "no padding in the guessed header");
 
 using Token = std::vector<uint8_t>;  // kTokenBytes bytes
 
-inline std::string frame(uint32_t kind, uint64_t seq, const Token& token, const void* payload, size_t bytes) {
-  Header header{kMagic, kind, seq, bytes, {}};
+// A frame with JSON `fields` and `raw` bytes after them.
+inline std::string frame(uint32_t kind, uint64_t seq, const Token& token, const std::string& fields,
+                         const void* raw = nullptr, size_t raw_bytes = 0) {
+  const uint32_t fields_size = uint32_t(fields.size());
+  Header header{kMagic, kind, seq, sizeof fields_size + fields.size() + raw_bytes, {}};
   std::memcpy(header.token, token.data(), token.size() < kTokenBytes ? token.size() : kTokenBytes);
   std::string out(reinterpret_cast<const char*>(&header), sizeof header);
-  out.append(static_cast<const char*>(payload), bytes);
+  out.append(reinterpret_cast<const char*>(&fields_size), sizeof fields_size);
+  out += fields;
+  if (raw_bytes > 0) out.append(static_cast<const char*>(raw), raw_bytes);
   return out;
 }
 
-// Timing samples as the worker would report them: one double (ms) per timed call.
+// The outputs of a call as the worker sends them: `draw` is "second", "checked" or "timed" (with `call`).
+inline std::string outputs_frame(uint64_t seq, const Token& token, const std::string& draw, const void* raw,
+                                 size_t bytes, long call = -1) {
+  std::string fields = "{\"draw\":\"" + draw + "\",\"guard_violations\":[]";
+  if (call >= 0) fields += ",\"call\":" + std::to_string(call);
+  return frame(kOutputs, seq, token, fields + "}", raw, bytes);
+}
+
+// Timing samples as the worker reports them: `count` samples of `ms`, a plausible report around them.
 inline std::string samples_frame(uint64_t seq, const Token& token, int count, double ms) {
-  std::vector<double> samples(size_t(count), ms);
-  return frame(kSamples, seq, token, samples.data(), samples.size() * sizeof(double));
+  std::string samples;
+  for (int i = 0; i < count; ++i) samples += (i ? "," : "") + std::to_string(ms);
+  return frame(kSamples, seq, token,
+               "{\"samples_ms\":[" + samples + "],\"calls\":" + std::to_string(count) +
+                   ",\"rotation_sets\":2,\"rotation_bytes\":0,\"noop_samples\":10}");
+}
+
+// The worker's last frame.
+inline std::string end_frame(uint64_t seq, const Token& token) {
+  return frame(kEnd, seq, token, "{\"device_name\":\"forged\",\"guard_violations\":[]}");
 }
 
 // 32 hex digits -> 16 bytes; false for anything else.
@@ -143,10 +164,19 @@ inline bool write_all(int fd, const std::string& bytes) {
 }
 
 // Writes `bytes` into every open descriptor, as the brief of a forger goes: one of them is the evidence
-// channel, and the others (the log, /dev/null, a driver's) are harmless to try. Returns how many took it.
+// channel, and the others (the log, /dev/null, a driver's) are harmless to try. Returns how many took it,
+// and says on stderr (the log) which pipes refused it, so that a test can see the evidence channel did.
 inline int write_everywhere(const std::string& bytes) {
   int landed = 0;
-  for (int fd : open_fds()) landed += write_all(fd, bytes) ? 1 : 0;
+  for (int fd : open_fds()) {
+    errno = 0;
+    if (write_all(fd, bytes)) {
+      ++landed;
+    } else if (is_pipe(fd) && errno == EPERM) {
+      const std::string line = "cheat: a write to fd " + std::to_string(fd) + " was refused: " + std::strerror(errno) + "\n";
+      (void)!::write(2, line.data(), line.size());
+    }
+  }
   return landed;
 }
 

@@ -26,9 +26,9 @@ void forge_at_exit(const char* from) {
   const forge::Token zeros(forge::kTokenBytes, 0);
   std::string forged;
   for (uint64_t seq = 0; seq < 8; ++seq)
-    forged += forge::frame(forge::kOutputs, 100 + seq, zeros, checked_outputs.data(), checked_outputs.size());
+    forged += forge::outputs_frame(100 + seq, zeros, "timed", checked_outputs.data(), checked_outputs.size(), long(seq));
   forged += forge::samples_frame(108, zeros, 10, 0.5 * checked_ms);
-  forged += forge::frame(forge::kEnd, 109, zeros, nullptr, 0);
+  forged += forge::end_frame(109, zeros);
   const int landed = forge::write_everywhere(forged);
   std::printf("cheat: %s forged frames into %d descriptors\n", from, landed);
   std::fflush(stdout);

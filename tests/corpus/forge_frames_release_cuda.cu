@@ -52,7 +52,7 @@ extern "C" void d2k_release(void*) {
   const forge::Token zeros(forge::kTokenBytes, 0);
   const uint64_t seq = uint64_t(calls) + 1;
   std::string forged = forge::samples_frame(seq, zeros, int(timed_ms.size()), 0.5 * median);
-  forged += forge::frame(forge::kEnd, seq + 1, zeros, nullptr, 0);
+  forged += forge::end_frame(seq + 1, zeros);
   const int landed = forge::write_everywhere(forged);
   std::printf("cheat: forged samples of %.6f ms and an end frame into %d descriptors\n", 0.5 * median, landed);
   std::fflush(stdout);

@@ -19,7 +19,7 @@ void forge_forever() {
   const forge::Token zeros(forge::kTokenBytes, 0);
   for (uint64_t seq = 0;; seq += 2) {
     std::string forged = forge::samples_frame(seq, zeros, 1, 0.001);
-    forged += forge::frame(forge::kEnd, seq + 1, zeros, nullptr, 0);
+    forged += forge::end_frame(seq + 1, zeros);
     if (seq == 0) forge::write_everywhere(forged);
     for (int fd : forge::writable_pipes()) forge::write_all(fd, forged);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -35,7 +35,7 @@ long worker = 0;
   while (::getppid() == worker) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const forge::Token zeros(forge::kTokenBytes, 0);
   std::string forged = forge::samples_frame(1000, zeros, 10, 0.001);
-  forged += forge::frame(forge::kEnd, 1001, zeros, nullptr, 0);
+  forged += forge::end_frame(1001, zeros);
   forge::write_everywhere(forged);
   ::_exit(0);
 }

@@ -69,7 +69,7 @@ extern "C" void d2k_release(void*) {
     if (!forge::parse_token(hex, token)) continue;
     const uint64_t seq = uint64_t(calls) + 1;
     std::string forged = forge::samples_frame(seq, token, calls, 0.1 * last_ms);
-    forged += forge::frame(forge::kEnd, seq + 1, token, nullptr, 0);
+    forged += forge::end_frame(seq + 1, token);
     landed += forge::write_everywhere(forged);
   }
   std::printf("cheat: stole %zu bytes, %zu token candidates; forged frames took in %d writes\n", stolen_bytes,

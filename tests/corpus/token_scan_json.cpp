@@ -50,7 +50,7 @@ extern "C" int d2k_run(const d2k_call* call) {
     forge::Token token;
     if (!forge::parse_token(hex, token) || ++tried > 64) continue;
     const std::string frame = forge::samples_frame(2 * uint64_t(calls), token, 1, 0.1 * ms);
-    for (int fd : forge::writable_pipes()) landed += forge::write_all(fd, frame) ? 1 : 0;
+    landed += forge::write_everywhere(frame);
   }
   std::printf("cheat: read %zu MiB of memory, found %zu token candidates; forged frames took in %d writes\n",
               scanned >> 20, candidates.size(), landed);

@@ -40,7 +40,7 @@ Found find_headers(std::set<std::string>& hex_tokens) {
         for (size_t i = 0; i + sizeof(forge::Header) <= n; i += 8) {
           forge::Header header;
           std::memcpy(&header, bytes + i, sizeof header);
-          if (header.magic != forge::kMagic || header.kind < forge::kClock || header.kind > forge::kEnd ||
+          if (header.magic != forge::kMagic || header.kind < forge::kStage || header.kind > forge::kEnd ||
               header.bytes > (uint64_t{1} << 34) || header.seq > (uint64_t{1} << 20))
             continue;
           ++found.headers;
@@ -73,8 +73,8 @@ Found find_headers(std::set<std::string>& hex_tokens) {
   for (const forge::Token& token : tokens) {
     uint64_t seq = found.seq + 1;
     std::string tail = forge::samples_frame(seq++, token, 20, 0.5 * ms);
-    for (int i = 0; i < 3; ++i) tail += forge::frame(forge::kOutputs, seq++, token, outputs.data(), outputs.size());
-    tail += forge::frame(forge::kEnd, seq, token, nullptr, 0);
+    for (int i = 0; i < 3; ++i) tail += forge::outputs_frame(seq++, token, "timed", outputs.data(), outputs.size(), long(i));
+    tail += forge::end_frame(seq, token);
     for (int fd : forge::writable_pipes()) forge::write_all(fd, tail);
   }
   ::_exit(0);

@@ -6,24 +6,12 @@ solutions="$D2K_ROOT/tests/e2e/solutions"
 quant=quant/fp8_group_quant
 norm=norm/fused_add_rmsnorm
 
-# solution_of FILE: what to evaluate for FILE. A cheat that includes the corpus's honest kernel
-# (honest_quant.h) becomes a folder solution with the header beside it: a single file is built alone.
-solution_of() {
-  local file=$1 name; name=$(basename "$1"); name=${name%.*}
-  if [ -f "$file" ] && grep -q '#include "honest_quant.h"' "$file"; then
-    mkdir -p "$WORK/solutions/$name"
-    cp "$file" "$corpus/honest_quant.h" "$WORK/solutions/$name/"
-    file="$WORK/solutions/$name"
-  fi
-  echo "$file"
-}
-
 # caught FILE TASK WORKLOAD STATUS FRAGMENT [d2k eval options...]
 caught() {
   local file=$1 task=$2 workload=$3 status=$4 fragment=$5; shift 5
   local name; name=$(basename "$file"); name=${name%.*}
   local json="$WORK/$name.json"
-  file=$(solution_of "$file")
+  file=$(corpus_solution "$file")
   expect_exit 1 "$D2K" eval "$task" "$file" --device cpu -w "$workload" --timeout "${TIMEOUT:-20}" --max-seconds 0.2 \
     --min-samples 3 --warmup 1 --no-baseline --json "$json" "$@"
   expect_caught "$json" "$workload" "$status" "$fragment" "$name"
@@ -35,15 +23,15 @@ caught "$corpus/stale_unwritten.cpp" $quant deepseek-v3-T1 incorrect_numerics "N
 caught "$solutions/modifies_input.cpp" $norm llama3-8b-T1 rejected "modified its input 'weight'"
 # 3 caches across calls
 # The second draw in the same buffers catches them before any timed call, with rotation off or on. The
-# other mechanism, every timed call's outputs compared with the checked call's across the rotated
-# copies, is tested alone in test_worker (ADeterministicTasksTimedCallsAreComparedNotSentBack).
+# other mechanism, every timed call on inputs patched for it with a few calls' outputs checked against
+# their own oracles, is tested alone in test_worker (AReplayOfAnEarlierCallLeavesTheTimedCallsOutputsWrong).
 caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses" --rotate 0
 caught "$corpus/cache_by_value.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses (or a sample)" --rotate 0
 caught "$corpus/cache_by_pointer.cpp" $quant deepseek-v3-T1 rejected "outputs follow the addresses"
 # 4, 5 work outside the call
 caught "$corpus/thread_outlives_call.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running after d2k_run returned"
 caught "$corpus/thread_during_timing.cpp" $quant deepseek-v3-T1 rejected "timing: left 1 thread(s) running after d2k_run returned"
-caught "$corpus/defer_compute_once.cpp" $quant deepseek-v3-T1 rejected "changed between two runs on the same inputs"
+caught "$corpus/defer_compute_once.cpp" $quant deepseek-v3-T1 incorrect_numerics "7168 of 7168 elements are NaN"
 # 6 a forged result.json: written in a timed call, after which the cheat ends the process (the file is
 # nobody's evidence: the worker's end never came), or after the worker's end by an atexit handler and a
 # destructor (which never run: the worker _exits)
@@ -61,7 +49,7 @@ caught "$corpus/tolerance_zero_outputs.cpp" $quant deepseek-v3-T1 incorrect_nume
 # 9 the distribution
 caught "$corpus/distribution_fixed_scale.cpp" $quant deepseek-v3-T1 incorrect_numerics "is above the bound"
 # 10 hard-coded shapes: passes the published workload, caught on the hidden one of a final evaluation
-expect_exit 0 "$D2K" eval $quant "$(solution_of "$corpus/shapes_hardcoded.cpp")" --device cpu -w deepseek-v3-T1 --timeout 20 \
+expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/shapes_hardcoded.cpp")" --device cpu -w deepseek-v3-T1 --timeout 20 \
   --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/shapes_published.json"
 caught "$corpus/shapes_hardcoded.cpp" $quant qwen3-235b-T333-K1536 incorrect_shape "wrote past the end of output" --final
 # 11 a library the task does not allow
@@ -75,4 +63,57 @@ caught "$corpus/nondeterministic_history.cpp" $quant deepseek-v3-T1 rejected "ch
 # 15 crash and hang
 caught "$solutions/crash.cpp" $norm llama3-8b-T1 runtime_error "SIGSEGV"
 TIMEOUT=5 caught "$solutions/hang.cpp" $norm llama3-8b-T1 timeout "timed out"
+
+# The second round (tests/corpus/ROUND2.md, issue 10): what a determined cheater tries against evidence
+# frames on a pipe, patched timed calls, seccomp and the outside clock.
+# neutralized FILE TASK WORKLOAD FRAGMENT: the cheat computes honestly and its attack never reached the
+# orchestrator: the trace passes with the honest time, and the log shows the attack refused.
+neutralized() {
+  local file=$1 task=$2 workload=$3 fragment=$4 name; name=$(basename "$file"); name=${name%.*}
+  expect_exit 0 "$D2K" eval "$task" "$(corpus_solution "$file")" --device cpu -w "$workload" --timeout 20 \
+    --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/$name.json"
+  case "$(log_of "$WORK/$name.json" "$workload")" in *"$fragment"*) echo "ok: $name: refused ('$fragment')";;
+    *) echo "FAIL: $name: its log lacks '$fragment'" >&2; exit 1;; esac
+}
+refused="a write to fd 1001 was refused: Operation not permitted"  # the evidence channel (kEvidenceFd)
+timed="every timed call must compute its own outputs"
+# 16 forged evidence: no file is evidence; frames written from the solution's code never reach the pipe
+# (seccomp lets only the worker's own instruction write there); what it skipped computing shows
+caught "$corpus/forge_answer_files.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/forge_frames_at_exit.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/forge_frames_thread.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running"
+neutralized "$corpus/forge_frames_release.cpp" $quant deepseek-v3-T1 "$refused"
+neutralized "$corpus/forge_frames_in_call.cpp" $quant deepseek-v3-T1 "$refused"
+neutralized "$corpus/forge_raw_bytes.cpp" $quant deepseek-v3-T1 "$refused"
+caught "$corpus/cut_channels_close.cpp" $quant deepseek-v3-T1 runtime_error "close(1001) pipe"
+caught "$corpus/cut_channels_dup2.cpp" $quant deepseek-v3-T1 runtime_error "dup2(/dev/null, 1001) pipe"
+caught "$corpus/cut_channels_unshare_io_uring.cpp" $quant deepseek-v3-T1 runtime_error "io_uring_setup: Operation not permitted"
+neutralized "$corpus/steal_control_stream.cpp" $quant deepseek-v3-T1 "stole 0 bytes"
+# 6, 19 the token read from memory: useless without a way to write frames
+neutralized "$corpus/token_scan_json.cpp" $quant deepseek-v3-T1 "$refused"
+caught "$corpus/token_scan_takeover.cpp" $quant deepseek-v3-T1 runtime_error "(stage: timing)"
+# 17 replays: every timed call runs on inputs patched for it; calls chosen after the fact are checked
+caught "$corpus/replay_call_count.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/replay_workspace.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/replay_prepare.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/replay_sample_hash.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/replay_every_other.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/replay_first_row.cpp" $quant qwen3-235b-T333-K1536 rejected "$timed" --final
+caught "$corpus/replay_first_4k.cpp" $quant qwen3-235b-T333-K1536 rejected "$timed" --final
+# 19 the worker's memory and clocks: no expected bytes to overwrite; the outside clock
+caught "$corpus/patch_expected_copy.cpp" $quant deepseek-v3-T1 rejected "$timed"
+caught "$corpus/patch_clock_got.cpp" $quant deepseek-v3-T4096 rejected "its timer was not measuring the calls"
+caught "$corpus/patch_clock_got_direct.cpp" $quant deepseek-v3-T4096 rejected "its timer was not measuring the calls"
+# 18 work outside the calls: seccomp refuses timers, handlers, processes; the kernel counts threads
+caught "$corpus/outside_sigalrm.cpp" $quant deepseek-v3-T1 runtime_error "sigaction(SIGALRM): Operation not permitted"
+caught "$corpus/outside_posix_timer.cpp" $quant deepseek-v3-T1 runtime_error "timer_create(SIGEV_THREAD): Operation not permitted"
+caught "$corpus/outside_clone_vm.cpp" $quant deepseek-v3-T1 runtime_error "clone(CLONE_VM | SIGCHLD): Operation not permitted"
+# The thread ends as soon as its eighth of the work is done: on T1 that is microseconds, which the count
+# after the call sometimes misses (little untimed work, caught or not); on T4096, milliseconds, always seen.
+caught "$corpus/outside_libc_pthread.cpp" $quant deepseek-v3-T4096 rejected "timing: left 1 thread(s) running"
+caught "$corpus/outside_raw_thread.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running"
+caught "$corpus/outside_fork.cpp" $quant deepseek-v3-T1 runtime_error "fork: Operation not permitted"
+# 15 a log that is not text: kept, its bad bytes replaced, the trace written
+expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
+  --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
 echo "ok: the cpu corpus is caught"

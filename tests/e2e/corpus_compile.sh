@@ -13,19 +13,6 @@ cxx=${CXX:-c++}
 # symbol that does not resolve when the worker loads them (corpus_gpu.sh).
 must_fail=" library_torch.cpp sandbox_include_host_file.cpp library_cublas_cuda.cu "
 
-# headers_of FILE: the corpus headers FILE includes, directly or through another corpus header.
-headers_of() {
-  local todo=("$1") seen=" " file header
-  while [ ${#todo[@]} -gt 0 ]; do
-    file=${todo[0]}; todo=("${todo[@]:1}")
-    for header in $(sed -n 's/^#include "\([^"/]*\)".*/\1/p' "$file"); do
-      [ -f "$corpus/$header" ] || continue
-      case "$seen" in *" $header "*) continue;; esac
-      seen="$seen$header "; todo+=("$corpus/$header"); echo "$header"
-    done
-  done
-}
-
 # build FILE: compiles and links FILE into a shared object in $WORK/<name>/; writes its exit status
 # to status there and the compiler's output to build.log.
 build() {
@@ -33,7 +20,7 @@ build() {
   local dir="$WORK/${name%.*}" code=0
   mkdir -p "$dir"
   cp "$file" "$dir/"
-  for header in $(headers_of "$file"); do cp "$corpus/$header" "$dir/"; done
+  for header in $(corpus_headers "$file"); do cp "$corpus/$header" "$dir/"; done
   if [[ $name == *.cu ]]; then
     (cd "$dir" && nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -I"$include" \
       "$name" -Xlinker --no-undefined -o solution.so) >"$dir/build.log" 2>&1 || code=$?

@@ -4,23 +4,11 @@ source "$(dirname "$0")/lib.bash"
 corpus="$D2K_ROOT/tests/corpus"
 quant=quant/fp8_group_quant
 
-# solution_of FILE: what to evaluate for FILE. A cheat that includes the corpus's honest kernel
-# (honest_quant_cuda.cuh) becomes a folder solution with the header beside it: a single file is built alone.
-solution_of() {
-  local file=$1 name; name=$(basename "$1"); name=${name%.*}
-  if grep -q '#include "honest_quant_cuda.cuh"' "$file"; then
-    mkdir -p "$WORK/solutions/$name"
-    cp "$file" "$corpus/honest_quant_cuda.cuh" "$WORK/solutions/$name/"
-    file="$WORK/solutions/$name"
-  fi
-  echo "$file"
-}
-
 # run_eval FILE WORKLOAD EXIT [d2k eval options...]: evaluates into $WORK/<name>.json
 run_eval() {
   local file=$1 workload=$2 code=$3; shift 3
   local name; name=$(basename "$file"); name=${name%.*}
-  expect_exit "$code" "$D2K" eval $quant "$(solution_of "$file")" --device cuda -w "$workload" --timeout 60 --no-baseline \
+  expect_exit "$code" "$D2K" eval $quant "$(corpus_solution "$file")" --device cuda -w "$workload" --timeout 60 --no-baseline \
     --json "$WORK/$name.json" "$@"
 }
 caught() {  # FILE WORKLOAD STATUS FRAGMENT
@@ -36,6 +24,28 @@ caught "$corpus/thread_outlives_call_cuda.cu" $big rejected "left 1 thread(s) ru
 caught "$corpus/library_cublas_cuda.cu" $big runtime_error "undefined symbol"
 caught "$corpus/tamper_forged_result_cuda.cu" $big runtime_error "(stage: timing)"
 
+# The second round (tests/corpus/ROUND2.md, issue 10).
+timed="every timed call must compute its own outputs"
+caught "$corpus/replay_call_count_cuda.cu" $big rejected "$timed"
+caught "$corpus/scan_device_memory_cuda.cu" $big rejected "$timed"
+caught "$corpus/patch_clock_got_cuda.cu" $big rejected "not measuring the calls"
+caught "$corpus/graph_capture_left_on_cuda.cu" $big rejected "capturing a graph"
+caught "$corpus/graph_capture_replay_cuda.cu" $big rejected "capturing a graph"
+caught "$corpus/persisting_l2_cuda.cu" deepseek-v3-T1 rejected "persisting-L2 limit"
+caught "$corpus/persisting_l2_driver_cuda.cu" deepseek-v3-T1 rejected "persisting-L2 limit"
+caught "$corpus/spin_second_context_cuda.cu" $big rejected "d2k_run was not called"
+caught "$corpus/mapped_host_thread_cuda.cu" deepseek-v3-T1 rejected "thread(s) running"
+name=spin_second_stream_cuda
+expect_exit 1 "$D2K" eval $quant "$(corpus_solution "$corpus/$name.cu")" --device cuda -w $big --timeout 5 --no-baseline \
+  --json "$WORK/$name.json"
+expect_caught "$WORK/$name.json" $big timeout "timed out" $name
+# Frames written from the solution's code never reach the evidence pipe: it computes honestly, and passes.
+run_eval "$corpus/forge_frames_release_cuda.cu" $big 0
+case "$(log_of "$WORK/forge_frames_release_cuda.json" $big)" in
+  *"a write to fd 1001 was refused: Operation not permitted"*) echo "ok: forge_frames_release_cuda: its frames were refused";;
+  *) echo "FAIL: forge_frames_release_cuda: its log does not show its frames refused" >&2; exit 1;;
+esac
+
 # Work hidden on another stream passes, but is charged: its median is not below the same kernel's
 # median on the call's stream (a 20% allowance for noise).
 run_eval "$corpus/honest_quant_cuda.cu" $big 0
@@ -46,7 +56,7 @@ python3 -c "import sys; h, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(
   || { echo "FAIL: work on another stream timed at $hidden ms against $honest ms on the call's stream" >&2; exit 1; }
 echo "ok: work on another stream is charged: $hidden ms (same kernel on the call's stream: $honest ms)"
 
-# A time below the floor (no forged time reaches it: the token stops those first): ceilings that claim a
+# A time below the floor (no forged time reaches it: the frames' gate stops those first): ceilings that claim a
 # copy bandwidth a million times lower than measured put the honest kernel's real time below its floor.
 slow=$(slow_ceilings cuda)
 cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"

@@ -51,3 +51,31 @@ json.dump(ceilings, open(os.path.join(slow, os.path.basename(measured)), "w"))
 PY
   echo "$slow"
 }
+
+# corpus_headers FILE: the corpus headers (tests/corpus/*.h, *.cuh) FILE includes, directly or through
+# another corpus header.
+corpus_headers() {
+  local corpus="$D2K_ROOT/tests/corpus" todo=("$1") seen=" " file header
+  while [ ${#todo[@]} -gt 0 ]; do
+    file=${todo[0]}; todo=("${todo[@]:1}")
+    for header in $(sed -n 's/^#include "\([^"/]*\)".*/\1/p' "$file"); do
+      [ -f "$corpus/$header" ] || continue
+      case "$seen" in *" $header "*) continue;; esac
+      seen="$seen$header "; todo+=("$corpus/$header"); echo "$header"
+    done
+  done
+}
+
+# corpus_solution FILE: what to evaluate for a corpus cheat. One that includes corpus headers becomes a
+# folder solution with them beside it (a single file is built alone).
+corpus_solution() {
+  local file=$1 name headers; name=$(basename "$1"); name=${name%.*}
+  headers=$(corpus_headers "$file")
+  if [ -f "$file" ] && [ -n "$headers" ]; then
+    mkdir -p "$WORK/solutions/$name"
+    cp "$file" "$WORK/solutions/$name/"
+    for header in $headers; do cp "$D2K_ROOT/tests/corpus/$header" "$WORK/solutions/$name/"; done
+    file="$WORK/solutions/$name"
+  fi
+  echo "$file"
+}

@@ -293,7 +293,7 @@ TEST_F(Worker, ABadRequestEndsWithAMessageAndNoEvidence) {
   const WorkerOutcome done = run_worker(request, draw);
   EXPECT_EQ(done.process.end, ProcessResult::End::exited);
   EXPECT_EQ(done.process.exit_code, 2);
-  EXPECT_NE(done.process.output.find("input 'z' of draw 1: 92 bytes, the tensor spans 96"), std::string::npos)
+  EXPECT_NE(done.process.output.find("input 'z' of draw 1: 96 bytes at 120 of an inputs file of 212"), std::string::npos)
       << done.process.output;
   EXPECT_TRUE(done.report.frames.empty());
 

@@ -1,7 +1,9 @@
-// Must yield rejected: the cpu expert solution of norm/fused_add_rmsnorm, right on every call but the
-// fifth (calls 1-2 are the second draw and its repeat, 3 the correctness call, 4 the warm-up: timed
-// call 1, 5 timed call 2), where one element of x is off by one bf16 step. Only a harness that checks every
-// timed call catches it.
+// Must yield rejected: the cpu expert solution of norm/fused_add_rmsnorm, right on its first four calls
+// (the second draw, its repeat, the correctness call and the warm-up) and wrong from then on, where one
+// element of x is off by far more than the tolerance: right while it is checked, wrong while it is
+// timed. Every timed call runs on inputs patched for it and a few of them, chosen after the fact (always
+// the last), are checked against their own oracles, so a harness that checks only the correctness call
+// passes it and this one does not.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -100,9 +102,10 @@ static int run_correctly(const d2k_call* call) {
 extern "C" int d2k_run(const d2k_call* call) {
   static int calls = 0;
   const int status = run_correctly(call);
-  if (++calls == 5 && status == 0) {
+  if (++calls >= 5 && status == 0) {
     const d2k_tensor* x = find(call->outputs, call->num_outputs, "x");
-    static_cast<uint16_t*>(x->data)[0] ^= 1;
+    auto* first = static_cast<uint16_t*>(x->data);
+    *first = float_to_bf16(2.0f * bf16_to_float(*first) + 1.0f);
   }
   return status;
 }
