@@ -192,9 +192,13 @@ struct SecondClockReport {
   std::vector<std::string> contexts_created;  // CUDA contexts the solution created
 };
 
+// Calls under the second clock after the timed loop (cuda): enough for a median, few enough that CUPTI's
+// instrumentation costs nothing worth noticing. They take patch indices after the timed calls'.
+inline constexpr int kVerificationCalls = 5;
+
 struct TimingReport {
   std::vector<double> samples_ms;   // one per timed call
-  int64_t calls = 0;                // every call of the timing loop, warm-up included (patch indices 0..)
+  int64_t calls = 0;                // every patched call: warm-up, timed, verification (patch indices 0..)
   int rotation_sets = 0;            // copies the timed calls cycled through
   int64_t rotation_bytes = 0;       // their tensor bytes together
   int64_t noop_samples = 0;         // samples of the timing loop run with nothing called, before load

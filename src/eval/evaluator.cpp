@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -42,31 +44,70 @@ TensorMap oracle_of(const Task& task, const TaskCode& code, const TensorMap& inp
   return call_reference(task, code, placed, scalars);
 }
 
-// The oracles of the timed calls whose outputs come back: the first draw, placed once at the oracle's
-// precision, with each call's patch applied to a copy.
-class TimedOracles {
+// The oracles of the first draw: placed once at the oracle's precision (on the GPU, the costly part for
+// large inputs), then the unpatched draw's and each kept timed call's, its patch applied to a copy.
+class FirstDrawOracles {
  public:
-  TimedOracles(const Task& task, const TaskCode& code, const Scalars& scalars, const TensorMap& first, Device device,
-               const WorkerRequest& request)
-      : task_(task), code_(code), scalars_(scalars), first_(first), device_(device), request_(request) {}
+  FirstDrawOracles(const Task& task, const TaskCode& code, const Scalars& scalars, const TensorMap& first,
+                   Device device, const WorkerRequest& request)
+      : task_(task), code_(code), scalars_(scalars), request_(request),
+        placed_(place_inputs(first, device, Precision::oracle)) {}
 
-  TensorMap operator()(int64_t call) {
-    if (!placed_) placed_ = place_inputs(first_, device_, Precision::oracle);
-    TensorMap inputs;
-    for (const auto& [name, tensor] : *placed_) inputs[name] = tensor.clone();
+  TensorMap unpatched() const {
+    TensorMap inputs = copy();
+    return call_reference(task_, code_, inputs, scalars_);
+  }
+
+  TensorMap operator()(int64_t call) const {
+    TensorMap inputs = copy();
     apply_patch(task_, inputs, call_patch(request_.patch_seed, call, request_.inputs, request_.patch_swaps));
     return call_reference(task_, code_, inputs, scalars_);
   }
 
  private:
+  // A reference may update an in-place input: each call gets its own copy.
+  TensorMap copy() const {
+    TensorMap inputs;
+    for (const auto& [name, tensor] : placed_) inputs[name] = tensor.clone();
+    return inputs;
+  }
+
   const Task& task_;
   const TaskCode& code_;
   const Scalars& scalars_;
-  const TensorMap& first_;
-  Device device_;
   const WorkerRequest& request_;
-  std::optional<TensorMap> placed_;
+  TensorMap placed_;
 };
+
+using Step = std::function<void(const char* what, const char* phase)>;
+
+struct BaselineTimes {
+  std::optional<TimingSummary> eager, library;
+};
+
+// The eager baseline's time and the library's, when the settings ask for them (each timed once per
+// process and workload: `cache`).
+BaselineTimes time_baselines(const Task& task, const Workload& workload, const TaskCode& code, const TensorMap& first,
+                             const Scalars& scalars, const EvalEnvironment& environment, const EvalSettings& settings,
+                             std::map<std::string, TimingSummary>& cache, const Step& step) {
+  BaselineTimes times;
+  if (!settings.baseline) return times;
+  step("timing the eager baseline", kBaselineTimingPhase);
+  times.eager = baseline_time(task, workload, code, first, scalars, environment.device, settings.timing, cache);
+  if (code.has_library()) {
+    step("timing the library path", kBaselineTimingPhase);
+    times.library = library_time(task, workload, code, first, scalars, environment.device, settings.timing, cache);
+  }
+  return times;
+}
+
+// What the worker's run tells the trace, whatever the verdict: its log, the device, the clocks.
+void record_worker(Trace& trace, const WorkerOutcome& outcome) {
+  trace.log = cap(outcome.process.output);
+  if (!outcome.report.device_name.empty()) trace.device_name = outcome.report.device_name;
+  if (outcome.report.timing) trace.clocks = outcome.report.timing->clocks;
+  trace.outside_clock = outside_clock_of(outcome.report);
+}
 
 WireTensor wire(const TensorSpec& spec, const Workload& workload) {
   const auto geometry = geometry_of(spec, workload);
@@ -193,7 +234,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
               .seed = settings_.seed, .device_name = environment_.device_name, .timestamp = utc_timestamp()};
   // Each step says how long the workload has taken so far: the harness's own cost shows.
   const auto started = std::chrono::steady_clock::now();
-  const auto step = [&](const char* what, const char* phase) {
+  const Step step = [&](const char* what, const char* phase) {
     phases_.next(phase);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
     if (observer_) observer_->step({task, workload, index, count, elapsed.count()}, what);
@@ -211,25 +252,22 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // A second draw, a few elements away from the first, run first in the same buffers: outputs that
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
+  const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
   step("oracle", "oracle");
-  const TensorMap want = oracle_of(task, *code, first, scalars, environment_.device);
+  const FirstDrawOracles first_oracles(task, *code, scalars, first, environment_.device, request);
+  const TensorMap want = first_oracles.unpatched();
   const TensorMap second_want = oracle_of(task, *code, second, scalars, environment_.device);
 
-  const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
   step(settings_.time ? "running and timing the solution" : "running the solution", "worker");
   const WorkerOutcome outcome = run_worker(launch_for(environment_, settings_), request, bytes_of(task, first),
                                            bytes_of(task, second));
-  trace.log = cap(outcome.process.output);
-  if (!outcome.report.device_name.empty()) trace.device_name = outcome.report.device_name;
-  if (outcome.report.timing) trace.clocks = outcome.report.timing->clocks;
-  trace.outside_clock = outside_clock_of(outcome.report);
+  record_worker(trace, outcome);
   phases_.split(outcome.report.phases, "worker_start");
 
   step("checking", "check");
-  TimedOracles timed_oracles(task, *code, scalars, first, environment_.device, request);
   const WorkloadRun run{.task = task, .workload = workload, .code = *code, .scalars = scalars,
                         .device = environment_.device, .request = request, .outcome = outcome, .want = want,
-                        .second_want = second_want, .oracle_of_call = std::ref(timed_oracles),
+                        .second_want = second_want, .oracle_of_call = std::cref(first_oracles),
                         .first_digests = input_digests(task, first, request.digest_key),
                         .second_digests = input_digests(task, second, request.digest_key),
                         .ceilings = environment_.ceilings, .timed = settings_.time};
@@ -240,17 +278,10 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   trace.status = Status::passed;
   if (!settings_.time) return trace;
-  std::optional<TimingSummary> baseline, library;
-  if (settings_.baseline) {
-    step("timing the eager baseline", kBaselineTimingPhase);
-    baseline = baseline_time(task, workload, *code, first, scalars, environment_.device, settings_.timing, baselines_);
-    if (code->has_library()) {
-      step("timing the library path", kBaselineTimingPhase);
-      library = library_time(task, workload, *code, first, scalars, environment_.device, settings_.timing, baselines_);
-    }
-  }
-  add_performance(trace, task, workload, *outcome.report.timing, baseline, library, environment_);
+  const auto times = time_baselines(task, workload, *code, first, scalars, environment_, settings_, baselines_, step);
+  add_performance(trace, task, workload, *outcome.report.timing, times.eager, times.library, environment_);
   return trace;
 }
+
 
 }  // namespace d2k

@@ -35,9 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Calls under the second clock after the timed loop (cuda): enough for a median, few enough that CUPTI's
-// instrumentation costs nothing worth noticing.
-constexpr int kVerificationCalls = 5;
 // Kernels of the harness's own: everything in namespace d2k (the L2 flush, digests, patches).
 constexpr const char* kHarnessKernelPrefix = "_ZN3d2k";
 

@@ -6,9 +6,12 @@
 // through instead of a GOT) at one that halves what the driver reports; (3) the host clocks' slots
 // (clock_gettime, std::chrono's now) at half-speed clocks (slow_clock.h), so that the timer's host
 // cross-check agrees with the halved event times. Every call computes honestly: only the time is forged.
-// Expected: rejected, by a clock outside the solution's reach: the CUPTI activity records of its kernels
-// disagree with the event timer, or the orchestrator's wall time of the timing loop is not explained by
-// the samples ("wall time"). (If seccomp refused mprotect: runtime_error, "Operation not permitted".)
+// Expected: rejected, by the second clock. On the H200 (2026-12-01) its slowed host clocks reached
+// CUPTI's window bounds too (libcupti's clock_gettime slot is patched with the rest) while the activity
+// records keep the device's timestamps: its kernels fall outside the windows, "launched 2 kernels
+// outside its calls". The outside clock's slack (50 us + a quarter of the harness's cost per call) is
+// larger than the 11 us this halving hides per call on deepseek-v3-T4096. (If seccomp refused mprotect:
+// runtime_error, "Operation not permitted".)
 #include "honest_quant_cuda.cuh"  // an honest quant/fp8_group_quant kernel; the cheat is below
 
 #include <cuda.h>

@@ -108,9 +108,11 @@ caught "$corpus/patch_clock_got_direct.cpp" $quant deepseek-v3-T4096 rejected "i
 caught "$corpus/outside_sigalrm.cpp" $quant deepseek-v3-T1 runtime_error "sigaction(SIGALRM): Operation not permitted"
 caught "$corpus/outside_posix_timer.cpp" $quant deepseek-v3-T1 runtime_error "timer_create(SIGEV_THREAD): Operation not permitted"
 caught "$corpus/outside_clone_vm.cpp" $quant deepseek-v3-T1 runtime_error "clone(CLONE_VM | SIGCHLD): Operation not permitted"
-# The thread ends as soon as its eighth of the work is done: on T1 that is microseconds, which the count
-# after the call sometimes misses (little untimed work, caught or not); on T4096, milliseconds, always seen.
-caught "$corpus/outside_libc_pthread.cpp" $quant deepseek-v3-T4096 rejected "timing: left 1 thread(s) running"
+# The thread ends as soon as its tail of the work is done: on T1 that is microseconds, which the count
+# after the call sometimes misses (little untimed work, caught or not). T333-K1536 leaves it hundreds of
+# microseconds, and has the rotated copies the cheat needs to tell timed calls (T4096's set exceeds the
+# cpu device's 64 MiB rotation budget: one set, the same addresses, so the cheat never starts).
+caught "$corpus/outside_libc_pthread.cpp" $quant qwen3-235b-T333-K1536 rejected "timing: left 1 thread(s) running" --final
 caught "$corpus/outside_raw_thread.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running"
 caught "$corpus/outside_fork.cpp" $quant deepseek-v3-T1 runtime_error "fork: Operation not permitted"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written

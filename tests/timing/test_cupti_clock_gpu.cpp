@@ -3,6 +3,8 @@
 // clock costs a launch, for the comment in cupti_clock.hpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,13 +31,34 @@ int threads_now() {
   return count;
 }
 
+// The driver's `name` as of CUDA `version`; nullptr where it has none.
 template <typename Function>
-Function driver(const char* name) {
+Function driver_or_null(const char* name, unsigned version) {
   void* function = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  check_cuda(cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found), name);
-  if (found != cudaDriverEntryPointSuccess || function == nullptr) fail("the driver has no {}", name);
+  if (cudaGetDriverEntryPointByVersion(name, &function, version, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
   return reinterpret_cast<Function>(function);
+}
+
+template <typename Function>
+Function driver(const char* name) {
+  auto function = driver_or_null<Function>(name, 12000);
+  if (function == nullptr) fail("the driver has no {}", name);
+  return function;
+}
+
+// A context of its own on device 0: cuCtxCreate_v4 (CUDA 12.5 on, the only one a CUDA 13 driver
+// accepts from new code), else _v2.
+CUresult create_context(CUcontext* context) {
+  using CreateV4 = CUresult (*)(CUcontext*, CUctxCreateParams*, unsigned, CUdevice);
+  using CreateV2 = CUresult (*)(CUcontext*, unsigned, CUdevice);
+  if (auto v4 = driver_or_null<CreateV4>("cuCtxCreate", 13000)) return v4(context, nullptr, 0, 0);
+  if (auto v2 = driver_or_null<CreateV2>("cuCtxCreate", 12000)) return v2(context, 0, 0);
+  return CUDA_ERROR_NOT_FOUND;
 }
 
 class CuptiClockGpu : public testing::Test {
@@ -63,11 +86,16 @@ class CuptiClockGpu : public testing::Test {
 }  // namespace
 
 TEST_F(CuptiClockGpu, MeasuresAKernelOfKnownDuration) {
+  // One launch first, outside any window: the first launch of a module loads it, which the events of
+  // the first window would count (2.63 ms against CUPTI's 2.53 on the H200) and the kernel's record not.
+  kernels_.spin(stream_.get(), kSpinCycles / 10);
+  check_cuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
   KernelClock clock(test::kHarnessPrefix);
   std::vector<double> event_ms;
   for (int i = 0; i < 5; ++i) event_ms.push_back(timed(clock, [&] { kernels_.spin(stream_.get(), kSpinCycles); }));
   const KernelClockReport report = clock.collect();
   ASSERT_EQ(report.windows.size(), 5u);
+  std::vector<double> ratios;
   for (std::size_t i = 0; i < report.windows.size(); ++i) {
     const KernelWindow& window = report.windows[i];
     const double busy_ms = window.busy_ns * 1e-6;
@@ -75,10 +103,14 @@ TEST_F(CuptiClockGpu, MeasuresAKernelOfKnownDuration) {
     EXPECT_EQ(window.kernels, 1);
     EXPECT_EQ(window.other_stream, 0);
     EXPECT_EQ(window.other_context, 0);
-    EXPECT_NEAR(busy_ms, event_ms[i], 0.03 * event_ms[i]);
+    // Each window near its events; the median (what the harness compares) close to them.
+    EXPECT_NEAR(busy_ms, event_ms[i], 0.1 * event_ms[i]);
+    ratios.push_back(busy_ms / event_ms[i]);
     EXPECT_GE(window.first_start_ns, window.begin_ns);
     EXPECT_LE(window.last_end_ns, window.end_ns);
   }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_NEAR(ratios[2], 1.0, 0.03) << "the median window's CUPTI time against its events";
   EXPECT_EQ(report.kernels_between_windows, 0);
   EXPECT_TRUE(report.contexts_created.empty());
 }
@@ -127,11 +159,10 @@ TEST_F(CuptiClockGpu, CountsKernelsBetweenWindows) {
 
 TEST_F(CuptiClockGpu, ReportsAContextTheSolutionCreates) {
   KernelClock clock(test::kHarnessPrefix);
-  using Create = CUresult (*)(CUcontext*, unsigned, CUdevice);  // cuCtxCreate as of CUDA 12.0
   using Pop = CUresult (*)(CUcontext*);
   using Destroy = CUresult (*)(CUcontext);
   CUcontext own = nullptr;
-  ASSERT_EQ(driver<Create>("cuCtxCreate")(&own, 0, 0), CUDA_SUCCESS);  // now current on this thread
+  ASSERT_EQ(create_context(&own), CUDA_SUCCESS);  // now current on this thread
   clock.begin_window(stream_.get());
   kernels_.spin(nullptr, kSpinCycles / 10);  // the legacy stream of the new context
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (own context)");

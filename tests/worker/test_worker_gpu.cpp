@@ -76,7 +76,9 @@ TEST_F(WorkerGpu, RunsACorrectCudaSolutionAndTimesIt) {
 }
 
 TEST_F(WorkerGpu, AnIllegalAddressIsARuntimeErrorWithTheCudaErrorName) {
-  const WorkerOutcome done = run_worker(axpy_request(built("illegal_address_cuda.cu", Device::cuda)), axpy_draw());
+  // The request first: it draws x_ and z_, which axpy_draw reads (the order of arguments is unspecified).
+  const WorkerRequest request = axpy_request(built("illegal_address_cuda.cu", Device::cuda));
+  const WorkerOutcome done = run_worker(request, axpy_draw());
   EXPECT_TRUE(done.process.ok()) << done.process.describe() << "\n" << done.process.output;
   ASSERT_TRUE(done.report.failure);
   EXPECT_EQ(done.report.failure->status, WorkerStatus::runtime_error);
@@ -86,7 +88,9 @@ TEST_F(WorkerGpu, AnIllegalAddressIsARuntimeErrorWithTheCudaErrorName) {
 }
 
 TEST_F(WorkerGpu, WritesPastTheOutputInGpuMemoryAreSeen) {
-  const WorkerOutcome done = run_worker(axpy_request(built("writes_past_output_cuda.cu", Device::cuda)), axpy_draw());
+  // The request first: it draws x_ and z_, which axpy_draw reads (the order of arguments is unspecified).
+  const WorkerRequest request = axpy_request(built("writes_past_output_cuda.cu", Device::cuda));
+  const WorkerOutcome done = run_worker(request, axpy_draw());
   ASSERT_TRUE(done.report.ended) << done.process.output;
   EXPECT_FALSE(done.report.failure);
   ASSERT_EQ(done.report.guard_violations.size(), 1u);
@@ -189,5 +193,5 @@ TEST_F(WorkerGpu, TheResultCarriesTheGpuClocks) {
             << clocks.after.sm_application_mhz << "), memory " << clocks.after.memory_mhz << " MHz, "
             << clocks.after.temperature_c << " C, " << clocks.after.power_w << " W"
             << (clocks.throttled ? "; " + clocks.warning : std::string()) << "\n";
-  EXPECT_EQ(done.report.timing->calls, 3 + 20) << "warm-up and timed calls are all counted";
+  EXPECT_EQ(done.report.timing->calls, 3 + 20 + kVerificationCalls) << "warm-up, timed and verification calls are all counted";
 }
