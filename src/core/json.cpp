@@ -372,6 +372,16 @@ void from_json(const nlohmann::json& j, OutsideClock& c) {
   optional_from(j, "cpu_implied_ms", c.cpu_implied_ms);
 }
 
+void to_json(nlohmann::json& j, const SecondClock& c) {
+  j = {{"event_ms", c.event_ms}, {"busy_ms", c.busy_ms}, {"timed_median_ms", c.timed_median_ms}};
+}
+void from_json(const nlohmann::json& j, SecondClock& c) {
+  expect_object(j, "second_clock");
+  read_field(j, "event_ms", c.event_ms);
+  read_field(j, "busy_ms", c.busy_ms);
+  read_field(j, "timed_median_ms", c.timed_median_ms);
+}
+
 void to_json(nlohmann::json& j, const Phase& p) { j = {{"name", p.name}, {"seconds", p.seconds}}; }
 void from_json(const nlohmann::json& j, Phase& p) {
   expect_object(j, "phase");
@@ -405,7 +415,8 @@ void to_json(nlohmann::json& j, const Trace& t) {
   j = {{"task", t.task}, {"workload", t.workload}, {"solution", t.solution}, {"device", t.device},
        {"device_name", t.device_name}, {"status", t.status}, {"message", t.message}, {"seed", t.seed},
        {"comparisons", t.comparisons}, {"performance", optional(t.performance)}, {"timestamp", t.timestamp},
-       {"clocks", optional(t.clocks)}, {"outside_clock", optional(t.outside_clock)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"warnings", t.warnings},
+       {"clocks", optional(t.clocks)}, {"outside_clock", optional(t.outside_clock)},
+       {"second_clock", optional(t.second_clock)}, {"phases", t.phases}, {"wall_seconds", t.wall_seconds}, {"warnings", t.warnings},
        {"log", t.log}};
 }
 void to_json(nlohmann::json& j, const Overhead& o) {
@@ -429,6 +440,7 @@ void from_json(const nlohmann::json& j, Trace& t) {
   t.timestamp = j.at("timestamp");
   optional_from(j, "clocks", t.clocks);
   optional_from(j, "outside_clock", t.outside_clock);
+  optional_from(j, "second_clock", t.second_clock);
   if (j.contains("phases")) t.phases = j.at("phases").get<std::vector<Phase>>();
   t.wall_seconds = j.value("wall_seconds", 0.0);
   if (j.contains("warnings")) t.warnings = j.at("warnings").get<std::vector<std::string>>();

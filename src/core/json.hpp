@@ -56,6 +56,8 @@ void to_json(nlohmann::json& j, const GpuClocks& value);
 void from_json(const nlohmann::json& j, GpuClocks& value);
 void to_json(nlohmann::json& j, const OutsideClock& value);
 void from_json(const nlohmann::json& j, OutsideClock& value);
+void to_json(nlohmann::json& j, const SecondClock& value);
+void from_json(const nlohmann::json& j, SecondClock& value);
 void to_json(nlohmann::json& j, const Phase& value);
 void from_json(const nlohmann::json& j, Phase& value);
 void to_json(nlohmann::json& j, const Performance& value);

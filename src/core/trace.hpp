@@ -86,6 +86,14 @@ struct OutsideClock {
   std::optional<double> wall_implied_ms, cpu_implied_ms;  // each clock's own account
 };
 
+// The second clock of the timed calls (cuda): the device's own records (CUPTI) of the verification
+// calls' work against the timer's account of them, medians.
+struct SecondClock {
+  double event_ms = 0.0;         // the verification calls' events
+  double busy_ms = 0.0;          // the union of the solution's device work in each
+  double timed_median_ms = 0.0;  // the timed loop's
+};
+
 // The wall time of one step of evaluating a workload (docs/metrics.md lists them).
 struct Phase {
   std::string name;
@@ -122,6 +130,7 @@ struct Trace {
   std::string timestamp;  // ISO 8601, UTC
   std::optional<GpuClocks> clocks;  // cuda: around the solution's timed calls
   std::optional<OutsideClock> outside_clock;  // when the solution was timed and its clock marks came back
+  std::optional<SecondClock> second_clock;    // cuda, when CUPTI ran
   std::vector<Phase> phases;        // where the wall time of evaluating the workload went
   double wall_seconds = 0.0;        // the whole evaluation of the workload
   // What a person should know about a passed trace: throttled clocks, a time faster than the speed of

@@ -60,6 +60,9 @@ std::optional<OutsideClock> outside_clock_of(const WorkerReport& report);
 // Whether the reported samples explain the outside clock's account of the calls. Why not, or nothing.
 std::optional<std::string> clock_disagrees(const WorkerReport& report, Device device);
 
+// The medians the second clock compares; nothing where CUPTI did not run.
+std::optional<SecondClock> second_clock_of(const WorkerReport& report);
+
 // The second clock (CUPTI's records of the verification calls, cuda) against the event timer's samples of
 // the same calls and the timed calls' median: why they disagree, or nothing.
 std::optional<std::string> second_clock_disagrees(const SecondClockReport& second, double timed_median_ms);

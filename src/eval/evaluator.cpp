@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -107,6 +108,7 @@ void record_worker(Trace& trace, const WorkerOutcome& outcome) {
   if (!outcome.report.device_name.empty()) trace.device_name = outcome.report.device_name;
   if (outcome.report.timing) trace.clocks = outcome.report.timing->clocks;
   trace.outside_clock = outside_clock_of(outcome.report);
+  trace.second_clock = second_clock_of(outcome.report);
 }
 
 WireTensor wire(const TensorSpec& spec, const Workload& workload) {
@@ -121,7 +123,19 @@ WireTensor wire(const TensorSpec& spec, const Workload& workload) {
 }
 
 // What the worker is asked to do for one workload; the token is the runner's to add.
-constexpr std::size_t kLargeOutputBytes = std::size_t{64} << 20;
+// How many timed calls, chosen after the fact, come back besides the last. Each one's outputs cross the
+// pipe and get an oracle of their own, so large outputs keep one or two; small ones up to 16, which a
+// solution that computes only some of its calls cannot hope to slip past (every other call: 2^-17).
+constexpr std::size_t kKeptOutputBytes = std::size_t{64} << 20;
+constexpr int kMostSampledCalls = 16;
+
+int sampled_calls(const std::vector<WireTensor>& outputs) {
+  std::size_t bytes = 0;
+  for (const auto& output : outputs) bytes += span_bytes(output);
+  if (bytes > kKeptOutputBytes) return 1;
+  return static_cast<int>(std::clamp<std::size_t>(kKeptOutputBytes / std::max<std::size_t>(bytes, 1), 2, kMostSampledCalls));
+}
+
 
 WorkerRequest request_for(const Task& task, const Workload& workload, const BuildResult& build,
                           const EvalEnvironment& environment, const EvalSettings& settings) {
@@ -139,11 +153,7 @@ WorkerRequest request_for(const Task& task, const Workload& workload, const Buil
   request.digest_key = random_u64();
   request.patch_seed = random_u64();
   request.sample_seed = random_u64();
-  // Each kept call's outputs cross the pipe and get an oracle of their own: for large outputs one call
-  // chosen after the fact and the last are as good a sample, at a third less of the cost.
-  std::size_t output_bytes = 0;
-  for (const auto& output : request.outputs) output_bytes += span_bytes(output);
-  if (output_bytes > kLargeOutputBytes) request.sampled_calls = 1;
+  request.sampled_calls = sampled_calls(request.outputs);
   return request;
 }
 

@@ -53,12 +53,12 @@ std::optional<std::string> forbidden_library_loaded() {
 // A solution may do its work in threads of its own, but none may outlive the call: a thread left
 // running can compute the outputs after the call returned (or while the next call is timed), where no
 // timer sees it.
-std::optional<std::string> leftover_threads(int baseline) {
+std::optional<std::string> leftover_threads(int baseline, const char* entry) {
   const auto left = threads_left(baseline);
   if (!left) return std::nullopt;
-  return fmt::format("left {} thread(s) running after d2k_run returned; work must be done, and its threads "
-                     "ended, within the call",
-                     *left);
+  return fmt::format("left {} thread(s) running after {} returned; work must be done, and its threads ended, within "
+                     "the call",
+                     *left, entry);
 }
 
 }  // namespace d2k

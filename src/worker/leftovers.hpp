@@ -8,8 +8,9 @@
 namespace d2k {
 
 // Why the process is not as the solution found it, or nothing: more threads than `baseline` that can
-// still run (worker/threads.hpp), a library loaded that does the task's work.
-std::optional<std::string> leftover_threads(int baseline);
+// still run (worker/threads.hpp) after `entry` (the solution's function just called) returned, a library
+// loaded that does the task's work.
+std::optional<std::string> leftover_threads(int baseline, const char* entry = "d2k_run");
 std::optional<std::string> forbidden_library_loaded();
 
 }  // namespace d2k

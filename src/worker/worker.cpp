@@ -134,7 +134,7 @@ class Evaluation {
   template <typename Call>
   void call_solution(Stage stage, const char* entry, Call&& call);
   void before_call();
-  void after_call(Stage stage);
+  void after_call(Stage stage, const char* entry = "d2k_run");
   std::optional<std::string> device_error();
   std::string solution_message(const char* entry, int code);
   void check_guards();
@@ -275,7 +275,15 @@ void Evaluation::run() {
       noop_call();
     }
   } catch (const SolutionStop& stop) {
-    if (!device_broken_) check_guards();
+    // State the solution left (a stream still capturing a graph) can make the harness's own device calls
+    // fail too: the guards are then not read, and the failure that names that state still goes out.
+    if (!device_broken_) {
+      try {
+        check_guards();
+      } catch (const Error&) {
+        device_broken_ = true;
+      }
+    }
     evidence_.send(FrameKind::failure, WorkerFailure{stop.status, stop.stage, stop.message});
   }
   stage(Stage::release);
@@ -562,12 +570,12 @@ void Evaluation::call_solution(Stage stage, const char* entry, Call&& call) {
     failed(stage, fmt::format("{} caused a device error: {}", entry, *fault));
   }
   if (code != 0) failed(stage, solution_message(entry, code));
-  after_call(stage);
+  after_call(stage, entry);
 }
 
-void Evaluation::after_call(Stage stage) {
+void Evaluation::after_call(Stage stage, const char* entry) {
   if (stage != Stage::timing && stage != Stage::verification) check_guards();
-  if (auto threads = leftover_threads(threads_before_)) rejected(stage, *threads);
+  if (auto threads = leftover_threads(threads_before_, entry)) rejected(stage, *threads);
   if (auto library = forbidden_library_loaded()) rejected(stage, *library);
 #ifdef D2K_WITH_CUDA
   if (request_.device == Device::cuda)

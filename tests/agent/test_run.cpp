@@ -115,7 +115,7 @@ json normalized(const std::vector<json>& records) {
       "time", "seq", "latency_seconds", "tool_seconds", "overhead_ms", "model_seconds", "wall_seconds", "seconds",
       "median_ms", "ci95_ms", "baseline_median_ms", "speedup", "percent_of_speed_of_light", "achieved_gbps",
       "achieved_tflops", "geomean_median_ms", "geomean_speedup", "time_geomean_ms", "performance", "timestamp",
-      "overhead", "log", "outside_clock"};
+      "overhead", "log", "outside_clock", "second_clock"};
   std::function<void(json&)> strip = [&](json& j) {
     if (j.is_object()) {
       for (auto it = j.begin(); it != j.end();) {

@@ -8,7 +8,9 @@
 // Expected: rejected, "outputs of timed call ... do not match" (the other context cannot write the
 // worker's buffers, its kernel faults there, or is not done when the outputs are read); if it could, a
 // no-op call (the solution not called) finds its outputs rewritten: rejected, naming the no-op call; and
-// the CUPTI clock sees the spinner's kernel. Never passed.
+// the CUPTI clock sees the spinner's kernel. Never passed. On the H200 (2026-12-01) the first finding is
+// the thread the driver starts with the new context, still running when d2k_prepare returns: rejected,
+// "left 1 thread(s) running after d2k_prepare returned".
 #include "honest_quant_cuda.cuh"  // an honest quant/fp8_group_quant kernel; the cheat is below
 #include "spinner_cuda.cuh"
 #include "timed_calls.h"

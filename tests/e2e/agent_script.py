@@ -89,7 +89,7 @@ retry = {{ max_attempts = 4, base_delay_s = 0.05, max_delay_s = 2.0 }}
 VOLATILE = {"time", "seq", "latency_seconds", "tool_seconds", "overhead_ms", "model_seconds", "wall_seconds", "seconds",
             "median_ms", "ci95_ms", "baseline_median_ms", "speedup", "percent_of_speed_of_light", "achieved_gbps",
             "achieved_tflops", "geomean_median_ms", "geomean_speedup", "time_geomean_ms", "performance", "timestamp",
-            "overhead", "log", "attempts", "outside_clock"}
+            "overhead", "log", "attempts", "outside_clock", "second_clock"}
 
 
 def strip(value):
