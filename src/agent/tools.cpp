@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/splitmix.hpp"
 
 namespace d2k::agent {
 namespace {
@@ -71,10 +72,7 @@ std::string tool_names(Condition condition) {
 }  // namespace
 
 uint64_t derive_seed(uint64_t seed, uint64_t salt) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (salt + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return splitmix_finalize(seed + kSplitMixIncrement * (salt + 1));
 }
 
 std::vector<llm::ToolSpec> tool_specs(Condition condition) {

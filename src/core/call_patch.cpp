@@ -5,19 +5,15 @@
 #include <numeric>
 #include <set>
 
+#include "core/splitmix.hpp"
+
 namespace d2k {
 namespace {
 
-// splitmix64: a small generator whose stream depends on every bit of its seed.
 class SplitMix {
  public:
   explicit SplitMix(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64(state_); }
   // Uniform in [0, n), n > 0 (the modulo bias is far below what matters here).
   int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
 

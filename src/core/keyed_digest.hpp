@@ -13,23 +13,15 @@
 #include <cstddef>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define D2K_HOST_DEVICE __host__ __device__
-#else
-#define D2K_HOST_DEVICE
-#endif
+#include "core/splitmix.hpp"
 
 namespace d2k {
 
 // The same arithmetic on the host and, in timing/device_digest.cu, on the device.
-D2K_HOST_DEVICE inline constexpr uint64_t digest_mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+D2K_HOST_DEVICE inline constexpr uint64_t digest_mix(uint64_t z) { return splitmix_finalize(z); }
 
 D2K_HOST_DEVICE inline constexpr uint64_t digest_word(uint64_t key, uint64_t index, uint64_t word) {
-  return digest_mix(word ^ digest_mix(key + index * 0x9E3779B97F4A7C15ULL));
+  return digest_mix(word ^ digest_mix(key + index * kSplitMixIncrement));
 }
 
 D2K_HOST_DEVICE inline constexpr uint64_t digest_length(uint64_t key, uint64_t bytes) { return digest_mix(key ^ bytes); }

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/splitmix.hpp"
 #include "reference/tensors.hpp"
 
 namespace d2k {
@@ -49,10 +50,7 @@ at::Tensor draw(const InputInit& init, at::IntArrayRef shape, at::Generator& gen
 uint64_t mix(uint64_t seed, uint64_t input, uint64_t chunk) {
   uint64_t x = seed;
   for (uint64_t part : {input, chunk}) {
-    x += 0x9e3779b97f4a7c15ULL + part;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    x ^= x >> 31;
+    x = splitmix_finalize(x + kSplitMixIncrement + part);
   }
   return x;
 }

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/keyed_digest.hpp"
+#include "core/splitmix.hpp"
 #include "timing/cuda_util.hpp"
 #ifdef D2K_WITH_CUDA
 #include "timing/device_patch.hpp"
@@ -17,13 +18,6 @@
 
 namespace d2k {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 std::vector<unsigned char> pattern(uint64_t seed, std::size_t bytes) {
   std::vector<unsigned char> out(bytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/splitmix.hpp"
 #include "timing/rotation.hpp"
 
 namespace d2k {
@@ -15,13 +16,6 @@ struct TimedCopies::Copy {
 };
 
 namespace {
-
-uint64_t next_random(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -139,7 +133,7 @@ void TimedCopies::after_call() {
   // Reservoir sampling: after n calls, each of them is in a slot with the same probability.
   int64_t slot = call;
   if (call >= static_cast<int64_t>(slots_.size())) {
-    slot = static_cast<int64_t>(next_random(sample_state_) % static_cast<uint64_t>(call + 1));
+    slot = static_cast<int64_t>(splitmix64(sample_state_) % static_cast<uint64_t>(call + 1));
     if (slot >= static_cast<int64_t>(slots_.size())) return;
   }
   const Copy& copy = *copies_[current_];
