@@ -5,7 +5,7 @@ import json
 import sys
 from collections import defaultdict
 
-EXPLAINED, SLACK_FRACTION, SLACK_CUDA_MS = 0.75, 0.25, 0.05
+EXPLAINED, SLACK_FRACTION, SLACK_CUDA_MS = 0.75, 0.25, 0.05  # cuda (src/eval/checks.cpp)
 SECOND_FACTOR, SECOND_SLACK_MS = 1.1, 0.005
 
 

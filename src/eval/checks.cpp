@@ -237,7 +237,11 @@ TensorMap outputs_of(const Task& task, const Workload& workload, const std::vect
 // The slack of the outside clock: what the harness's per-call work may vary between the loop with
 // nothing called and the timed loop (restores, the synchronization, the checks after each call).
 namespace {
-constexpr double kClockExplainedFraction = 0.75;  // a forged clock gains at most 1.33x
+// The share of the outside clock's time per call the samples must explain: a forged clock gains at most
+// 1/that. The cpu device is a test seam on shared, loaded machines (CI), where the harness's own per-call
+// work varies more between the two loops: a lower bar, still well above a clock at half speed.
+constexpr double kClockExplainedFractionCuda = 0.75;
+constexpr double kClockExplainedFractionCpu = 0.6;
 constexpr double kClockSlackFraction = 0.25;  // of the harness's own cost per call
 constexpr double kClockSlackCudaSeconds = 50e-6;
 constexpr double kClockSlackCpuSeconds = 1e-3;
@@ -295,7 +299,8 @@ std::optional<std::string> clock_disagrees(const WorkerReport& report, Device de
   if (!clock) return std::string("the worker's clock marks around the timed calls are missing");
   const double slack_ms = kClockSlackFraction * clock->harness_ms +
                           1e3 * (device == Device::cuda ? kClockSlackCudaSeconds : kClockSlackCpuSeconds);
-  if (clock->reported_ms >= kClockExplainedFraction * clock->implied_ms - slack_ms) return std::nullopt;
+  const double explained = device == Device::cuda ? kClockExplainedFractionCuda : kClockExplainedFractionCpu;
+  if (clock->reported_ms >= explained * clock->implied_ms - slack_ms) return std::nullopt;
   return fmt::format("by {} the timed calls took {:.4g} ms each beyond the harness's own {:.4g} ms, but the worker "
                      "reported {:.4g} ms each: its timer was not measuring the calls",
                      clock->by == "cpu" ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
