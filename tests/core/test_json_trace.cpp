@@ -29,8 +29,10 @@ Trace sample_trace() {
   c.elements = 8388608;
   t.comparisons = {c};
   Performance p;
-  p.solution = TimingSummary{0.018, 0.0175, 0.019, 0.017, 0.0181, 200};
-  p.baseline = TimingSummary{0.145, 0.14, 0.15, 0.139, 0.146, 120};
+  p.solution = TimingSummary{.median_ms = 0.018, .p10_ms = 0.0175, .p90_ms = 0.019, .min_ms = 0.017, .mean_ms = 0.0181,
+                             .ci_low_ms = 0.0178, .ci_high_ms = 0.0183, .samples = 200};
+  p.baseline = TimingSummary{.median_ms = 0.145, .p10_ms = 0.14, .p90_ms = 0.15, .min_ms = 0.139, .mean_ms = 0.146,
+                             .ci_low_ms = 0.144, .ci_high_ms = 0.147, .samples = 120};
   p.speedup = 8.05;
   p.min_bytes = 67117056;
   p.achieved_gbps = 3728.7;
@@ -40,8 +42,10 @@ Trace sample_trace() {
   t.performance->rotation_bytes = 201351168;
   GpuClocks clocks;
   clocks.available = true;
-  clocks.before = ClockReading{345, 1980, 1980, 3201, 38, 80.5, 1};
-  clocks.after = ClockReading{1980, 1980, 1980, 3201, 44, 410.0, 0};
+  clocks.before = ClockReading{.sm_mhz = 345, .sm_max_mhz = 1980, .sm_application_mhz = 1980, .memory_mhz = 3201,
+                               .temperature_c = 38, .power_w = 80.5, .throttle_reasons = 1};
+  clocks.after = ClockReading{.sm_mhz = 1980, .sm_max_mhz = 1980, .sm_application_mhz = 1980, .memory_mhz = 3201,
+                              .temperature_c = 44, .power_w = 410.0, .throttle_reasons = 0};
   t.clocks = clocks;
   t.phases = {{"inputs", 0.5}, {"solution_timing", 1.25}};
   t.wall_seconds = 2.0;

@@ -35,7 +35,7 @@ TEST(Metrics, ComputeBoundFloorWins) {
 }
 
 TEST(Metrics, NoBaselineNoSpeedupAndNoCeilingNoSol) {
-  const auto p = performance_of(TimingSummary{1.0, 0, 0, 0, 0, 1}, std::nullopt, 0, 1e6, Ceilings{});
+  const auto p = performance_of(TimingSummary{.median_ms = 1.0, .samples = 1}, std::nullopt, 0, 1e6, Ceilings{});
   EXPECT_FALSE(p.speedup.has_value());
   EXPECT_FALSE(p.sol_fraction.has_value());
 }
@@ -48,7 +48,7 @@ TEST(Metrics, TheComputeFloorUsesTheTasksMatrixRate) {
   EXPECT_NEAR(floor_ms(16e12, 1e6, c), 20.0, 1e-9);
   EXPECT_NEAR(floor_ms(16e12, 1e6, c, DType::f8e4m3), 10.0, 1e-9);
   EXPECT_NEAR(floor_ms(16e12, 1e6, c, DType::i8), 16e12 / 1500e12 * 1e3, 1e-9);
-  const auto p = performance_of(TimingSummary{20.0, 0, 0, 0, 0, 1}, std::nullopt, 16e12, 1e6, c, DType::f8e4m3);
+  const auto p = performance_of(TimingSummary{.median_ms = 20.0, .samples = 1}, std::nullopt, 16e12, 1e6, c, DType::f8e4m3);
   EXPECT_NEAR(*p.sol_fraction, 0.5, 1e-12);
   // An unmeasured rate leaves only the memory floor.
   c.int8_tops.reset();
