@@ -79,7 +79,7 @@ struct GpuClocks {
 // The outside clock of the timed calls (docs/metrics.md): what a clock the solution cannot reach says
 // each call took, against what the worker's own timer reported.
 struct OutsideClock {
-  std::string by;            // "wall" (the orchestrator's clock) or "cpu" (the kernel's count of the worker's CPU time)
+  std::string by;            // "wall" (the orchestrator's clock) or "cpu" (the kernel's count of the worker's time on or waiting for a CPU)
   double harness_ms = 0.0;   // the harness's own cost per call: the same loop with nothing called
   double implied_ms = 0.0;   // per timed call, beyond the harness's own cost, by the smaller of the two clocks
   double reported_ms = 0.0;  // the mean of the worker's samples

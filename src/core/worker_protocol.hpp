@@ -221,7 +221,7 @@ struct Frame {
   std::string payload;         // the whole payload; the raw part starts at raw_begin
   std::size_t raw_begin = 0;
   double arrival_seconds = 0;  // since the worker started, by the orchestrator's clock
-  std::optional<double> cpu_seconds;  // clock frames: the worker's CPU time then, by the kernel's accounting
+  std::optional<double> cpu_seconds;  // clock frames: the worker's time on or waiting for a CPU then (the kernel's)
 
   std::string_view raw() const { return std::string_view(payload).substr(raw_begin); }
 };

@@ -271,9 +271,11 @@ std::optional<OutsideClock> outside_clock_of(const WorkerReport& report) {
   const auto& samples = report.timing->samples_ms;
   const auto calls = static_cast<int64_t>(samples.size());
   // Two outside clocks, each fooled by something the other is not: the orchestrator's wall clock counts
-  // time the worker spent descheduled on a busy machine, the kernel's count of the worker's CPU time
-  // counts a call's own threads several times over. The smaller of the two is what the calls took at
-  // most, whatever the worker's own clocks say.
+  // time the worker spent blocked and the pipe's latency, the kernel's count of the worker's threads'
+  // time on or waiting for a CPU counts a call's own threads several times over. The smaller of the two
+  // is what the calls took at most, whatever the worker's own clocks say. (Time waiting for a CPU counts
+  // on both sides: the worker's own clock sees it too, so that on a loaded machine a clock at half speed
+  // shows as one, not as an honest clock of a descheduled worker.)
   double wall_harness = 0, cpu_harness = 0;
   const auto wall = implied_per_call(report.noop_seconds, report.timing->noop_samples, report.timed_seconds, calls,
                                      wall_harness);
@@ -303,7 +305,8 @@ std::optional<std::string> clock_disagrees(const WorkerReport& report, Device de
   if (clock->reported_ms >= explained * clock->implied_ms - slack_ms) return std::nullopt;
   return fmt::format("by {} the timed calls took {:.4g} ms each beyond the harness's own {:.4g} ms, but the worker "
                      "reported {:.4g} ms each: its timer was not measuring the calls",
-                     clock->by == "cpu" ? "the kernel's account of the worker's CPU time" : "the orchestrator's clock",
+                     clock->by == "cpu" ? "the kernel's account of the worker's time on a CPU or waiting for one"
+                                         : "the orchestrator's clock",
                      clock->implied_ms, clock->harness_ms, clock->reported_ms);
 }
 

@@ -53,7 +53,7 @@ TensorMap outputs_of(const Task& task, const Workload& workload, const std::vect
                      Device device);
 
 // The outside clock (core/worker_protocol.hpp): what the orchestrator's wall clock and the kernel's count
-// of the worker's CPU time say each timed call took beyond the harness's own cost (the same loop with
+// of the worker's time on or waiting for a CPU say each timed call took beyond the harness's own cost (the same loop with
 // nothing called), against the worker's samples; nothing when the worker sent no samples.
 std::optional<OutsideClock> outside_clock_of(const WorkerReport& report);
 

@@ -203,7 +203,7 @@ void reap(pid_t pid, ProcessResult& result) {
 
 }  // namespace
 
-std::optional<double> process_tree_cpu_seconds(pid_t root) {
+std::optional<double> process_tree_runnable_seconds(pid_t root) {
   std::vector<pid_t> pending = {root};
   uint64_t nanoseconds = 0;
   bool any = false;
@@ -214,8 +214,8 @@ std::optional<double> process_tree_cpu_seconds(pid_t root) {
     for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), error), end; !error && it != end;
          it.increment(error)) {
       if (std::ifstream stat(it->path() / "schedstat"); stat) {
-        uint64_t on_cpu = 0;
-        if (stat >> on_cpu) nanoseconds += on_cpu, any = true;
+        uint64_t on_cpu = 0, waiting = 0;
+        if (stat >> on_cpu >> waiting) nanoseconds += on_cpu + waiting, any = true;
       }
       std::ifstream children(it->path() / "children");
       for (pid_t child = 0; children >> child;) pending.push_back(child);

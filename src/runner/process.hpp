@@ -74,10 +74,12 @@ inline constexpr int kChildChannelFd = 3;
 // conversation feeds stdin and hears fd 3; stdout and stderr are the log either way.
 ProcessResult run_process(const ProcessSpec& spec, ProcessConversation* conversation = nullptr);
 
-// The CPU time, by the kernel's accounting (/proc/<pid>/task/<tid>/schedstat: nanoseconds on a CPU), of
-// the process `root` and all its descendants, in seconds; nothing where the kernel does not keep it. An
-// outside clock for the worker: its own clocks are in reach of the code it runs.
-std::optional<double> process_tree_cpu_seconds(pid_t root);
+// The time the threads of the process `root` and all its descendants spent on a CPU or ready to run and
+// waiting for one, by the kernel's accounting (/proc/<pid>/task/<tid>/schedstat: its first two fields), in
+// seconds; nothing where the kernel does not keep it. An outside clock for the worker: its own clocks are
+// in reach of the code it runs. The wait counts because the worker's own clock counts it too: on a
+// machine busier than it has CPUs, a thread's wall time is mostly its time on a CPU plus that wait.
+std::optional<double> process_tree_runnable_seconds(pid_t root);
 
 // "SIGSEGV" for 11; "signal 77" for a number without a name.
 std::string signal_name(int signal);

@@ -125,10 +125,10 @@ class Evidence : public ProcessConversation {
     if (reader_.broken()) return forge(fmt::format("the evidence stream is malformed: {}", *reader_.broken()));
     for (std::size_t i = before; i < frames_.size() && !forged_; ++i) {
       admit(frames_[i]);
-      // The outside clock: the worker waits for the ack of a clock frame, so its CPU time read now is its
-      // CPU time at the mark.
+      // The outside clock: the worker waits for the ack of a clock frame, so its time on (or waiting for) a
+      // CPU read now is that at the mark.
       if (frames_[i].kind == FrameKind::clock && !forged_) {
-        frames_[i].cpu_seconds = process_tree_cpu_seconds(pid_);
+        frames_[i].cpu_seconds = process_tree_runnable_seconds(pid_);
         control_.ack(frames_[i].seq);
       }
     }
