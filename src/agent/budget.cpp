@@ -16,6 +16,18 @@ std::optional<std::string> exhausted(const Budget& budget, const Used& used) {
   return std::nullopt;
 }
 
+std::optional<std::string> invalid(const Budget& budget) {
+  if (budget.max_turns < 1) return fmt::format("--turns: must be at least 1, not {}", budget.max_turns);
+  if (budget.max_tokens_total && *budget.max_tokens_total < 0)
+    return fmt::format("--max-tokens-total: must be at least 0, not {}", *budget.max_tokens_total);
+  // `!(x >= 0)` and not `x < 0`: NaN is refused too.
+  if (budget.max_cost_usd && !(*budget.max_cost_usd >= 0))
+    return fmt::format("--max-cost-usd: must be at least 0, not {}", *budget.max_cost_usd);
+  if (budget.max_wall_seconds && !(*budget.max_wall_seconds >= 0))
+    return fmt::format("--max-wall-seconds: must be at least 0, not {}", *budget.max_wall_seconds);
+  return std::nullopt;
+}
+
 std::string describe(const Budget& budget) {
   std::string text = fmt::format("{} turns (one turn is one response of yours)", budget.max_turns);
   if (budget.max_tokens_total) text += fmt::format(", {} tokens in and out", *budget.max_tokens_total);

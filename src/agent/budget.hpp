@@ -27,6 +27,11 @@ struct Used {
 // Why no further model call may be made ("turns: 350 of 350 used"), or nothing while budget is left.
 std::optional<std::string> exhausted(const Budget& budget, const Used& used);
 
+// Why the budget cannot be run ("--max-cost-usd: must be at least 0, not -1"), named by the command-line
+// option that sets each part; nothing when it is valid. A negative (or NaN) budget would otherwise be
+// accepted and end the run before its first call, or never.
+std::optional<std::string> invalid(const Budget& budget);
+
 // One line for the prompt: what the run may spend.
 std::string describe(const Budget& budget);
 

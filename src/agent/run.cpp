@@ -307,6 +307,11 @@ class Loop {
   void save(const Pending& p) {
     const auto file = toolbox_.mutated_file(p.call.name, p.call.arguments);
     if (!file) return;
+    // A folder, FIFO or device at the path: the tool refuses it and changes nothing, so there is
+    // nothing to undo, and reading it as a file would fail (a folder) or block (a FIFO).
+    std::error_code error;
+    const auto status = fs::status(*file, error);
+    if (fs::exists(status) && !fs::is_regular_file(status)) return;
     fs::create_directories(undo_dir());
     const auto before = read_whole_file(*file);
     if (before) write_file_atomically(undo_dir() / fmt::format("{}.content", p.index), *before);

@@ -171,8 +171,12 @@ ToolOutcome ToolBox::list_files(const json& args) {
   if (auto* why = std::get_if<std::string>(&listed)) return error_outcome(*why);
   json files = json::array();
   for (const auto& entry : std::get<std::vector<FileEntry>>(listed)) {
-    if (entry.directory) files.push_back({{"path", entry.path + "/"}});
-    else files.push_back({{"path", entry.path}, {"bytes", entry.bytes}});
+    switch (entry.kind) {
+      case EntryKind::folder: files.push_back({{"path", entry.path + "/"}}); break;
+      case EntryKind::file: files.push_back({{"path", entry.path}, {"bytes", entry.bytes}}); break;
+      case EntryKind::link: files.push_back({{"path", entry.path}, {"kind", "symlink"}}); break;
+      case EntryKind::special: files.push_back({{"path", entry.path}, {"kind", "special (FIFO, socket or device)"}}); break;
+    }
   }
   ToolOutcome outcome;
   outcome.result = {{"files", files}};
@@ -191,6 +195,7 @@ ToolOutcome ToolBox::read_file(const json& args) {
   outcome.result = {{"path", path}, {"content", r.content}, {"first_line", r.first_line}, {"last_line", r.last_line},
                     {"total_lines", r.total_lines}};
   if (r.truncated) outcome.result["truncated"] = true;
+  if (!r.note.empty()) outcome.result["note"] = r.note;
   return outcome;
 }
 

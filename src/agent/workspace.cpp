@@ -2,12 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "core/error.hpp"
 
@@ -21,6 +20,24 @@ bool inside(const fs::path& root, const fs::path& path) {
   for (; r != root.end(); ++r, ++p)
     if (p == path.end() || *p != *r) return false;
   return true;
+}
+
+// Why the file tools may not act on what is at `file`, or nothing when it is a regular file or absent.
+std::optional<std::string> not_a_file(const fs::path& file, const std::string& relative) {
+  std::error_code error;
+  const auto status = fs::status(file, error);
+  if (fs::is_directory(status)) return fmt::format("'{}' is a folder, not a file (list_files shows what it holds)", relative);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    return fmt::format("'{}' is not a regular file (a FIFO, socket or device); the file tools act on regular files only", relative);
+  return std::nullopt;
+}
+
+// The longest prefix of text of at most max_bytes that does not end inside a UTF-8 character.
+std::size_t utf8_prefix(const std::string& text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  std::size_t cut = max_bytes;
+  for (int back = 0; back < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++back) --cut;
+  return cut;
 }
 
 }  // namespace
@@ -45,9 +62,28 @@ void write_file_atomically(const fs::path& file, const std::string& content) {
 }
 
 std::optional<std::string> read_whole_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string{std::istreambuf_iterator<char>(in), {}};
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; fstat then refuses it.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const auto n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      fail("cannot read {}: {}", file.string(), std::strerror(errno));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 Workspace::Workspace(fs::path dir) {
@@ -78,14 +114,26 @@ Outcome<std::vector<FileEntry>> Workspace::list(const std::string& relative, std
   std::error_code error;
   if (!fs::is_directory(root, error)) return fmt::format("'{}' is not a folder", relative);
   std::vector<FileEntry> entries;
+  // Nothing here follows a symlink: not the iterator (no follow_directory_symlink), not the entry's
+  // type (symlink_status), not its path (lexically_relative, where fs::relative would canonicalize).
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
        it != fs::recursive_directory_iterator(); it.increment(error)) {
     if (error) break;
     FileEntry entry;
-    entry.path = fs::relative(it->path(), dir_).generic_string();
+    entry.path = it->path().lexically_relative(dir_).generic_string();
     if (entry.path.starts_with(".") && entry.path.ends_with(".tmp")) continue;
-    entry.directory = it->is_directory();
-    if (!entry.directory) entry.bytes = static_cast<int64_t>(it->file_size(error));
+    std::error_code type_error;
+    const auto status = it->symlink_status(type_error);
+    if (fs::is_symlink(status)) {
+      entry.kind = EntryKind::link;
+    } else if (fs::is_directory(status)) {
+      entry.kind = EntryKind::folder;
+    } else if (fs::is_regular_file(status)) {
+      entry.bytes = static_cast<int64_t>(it->file_size(type_error));
+      if (type_error) entry.bytes = 0;
+    } else {
+      entry.kind = EntryKind::special;
+    }
     entries.push_back(entry);
     if (entries.size() >= max_entries) break;
   }
@@ -97,7 +145,7 @@ Outcome<ReadResult> Workspace::read(const std::string& relative, int first_line,
   auto where = resolve(relative);
   if (auto* why = std::get_if<std::string>(&where)) return *why;
   const auto file = std::get<fs::path>(where);
-  if (fs::is_directory(file)) return fmt::format("'{}' is a folder; list_files shows what it holds", relative);
+  if (auto why = not_a_file(file, relative)) return *why;
   const auto text = read_whole_file(file);
   if (!text) return fmt::format("'{}' does not exist", relative);
   ReadResult result;
@@ -116,6 +164,16 @@ Outcome<ReadResult> Workspace::read(const std::string& relative, int first_line,
     const auto end = nl == std::string::npos ? text->size() : nl + 1;
     if (result.content.size() + (end - pos) > max_bytes) {
       result.truncated = true;
+      if (!result.content.empty()) break;  // the next call starts at this line
+      // One line longer than the cap: its head, cut at the cap, rather than nothing at all.
+      const auto line_text = text->substr(pos, (nl == std::string::npos ? text->size() : nl) - pos);
+      const auto cut = utf8_prefix(line_text, max_bytes);
+      result.content = line_text.substr(0, cut);
+      ++result.last_line;
+      result.note = fmt::format("line {} is {} bytes, more than the {} bytes one read_file returns: only its first {} bytes "
+                                "are shown, the rest of the line cannot be read with read_file",
+                                result.first_line, line_text.size(), max_bytes, cut);
+      pos = end;
       break;
     }
     result.content.append(*text, pos, end - pos);
@@ -132,7 +190,7 @@ Outcome<int64_t> Workspace::write(const std::string& relative, const std::string
   auto where = resolve(relative);
   if (auto* why = std::get_if<std::string>(&where)) return *why;
   const auto file = std::get<fs::path>(where);
-  if (file == dir_ || fs::is_directory(file)) return fmt::format("'{}' is a folder", relative);
+  if (auto why = not_a_file(file, relative)) return *why;
   std::error_code error;
   fs::create_directories(file.parent_path(), error);
   if (error) return fmt::format("cannot create the folder of '{}': {}", relative, error.message());
@@ -148,9 +206,10 @@ Outcome<EditResult> Workspace::edit(const std::string& relative, const std::stri
   auto where = resolve(relative);
   if (auto* why = std::get_if<std::string>(&where)) return *why;
   const auto file = std::get<fs::path>(where);
+  if (auto why = not_a_file(file, relative)) return *why;
   if (old_text.empty()) return std::string("old_text is empty; give the exact text to replace (write_file creates files)");
   const auto text = read_whole_file(file);
-  if (!text || fs::is_directory(file)) return fmt::format("'{}' does not exist", relative);
+  if (!text) return fmt::format("'{}' does not exist", relative);
   const auto first = text->find(old_text);
   if (first == std::string::npos)
     return fmt::format("old_text was not found in '{}' (it must match exactly, whitespace included; read_file shows the current text)", relative);

@@ -12,10 +12,14 @@
 
 namespace d2k::agent {
 
+// What list shows of a folder entry. A symlink is shown as a link, never followed: its target may be
+// outside the workspace (its path and size are not the model's business) or a loop.
+enum class EntryKind { file, folder, link, special };  // special: a FIFO, socket or device
+
 struct FileEntry {
   std::string path;  // relative to the workspace, '/'-separated
-  bool directory = false;
-  int64_t bytes = 0;
+  EntryKind kind = EntryKind::file;
+  int64_t bytes = 0;  // of a file only
 };
 
 struct ReadResult {
@@ -24,6 +28,7 @@ struct ReadResult {
   int first_line = 1;  // 1-based, of the content returned
   int last_line = 0;
   bool truncated = false;  // more lines follow, or the byte cap cut the content
+  std::string note;  // why the content is not what was asked for: a line longer than the byte cap, cut
 };
 
 struct EditResult {
@@ -55,6 +60,8 @@ class Workspace {
 
 // Atomic replacement of a file's content, flushed to disk before the rename.
 void write_file_atomically(const std::filesystem::path& file, const std::string& content);
+// The content of a regular file; nothing for a missing file or anything else (a folder, a FIFO, a
+// socket, a device): those are never read, so a FIFO cannot block the caller.
 std::optional<std::string> read_whole_file(const std::filesystem::path& file);
 
 }  // namespace d2k::agent

@@ -78,7 +78,6 @@ RunSettings new_settings(const AgentOptions& agent) {
     fail("d2k agent: --task, --model and --models are required (or --resume <run folder>)");
   auto condition = parse_condition(agent.condition);
   if (!condition) fail("--condition: unknown condition '{}' (none, L1, L1+L2, L1+L2+L3, design-only)", agent.condition);
-  if (agent.turns < 1) fail("--turns: must be at least 1, not {}", agent.turns);
   const auto& run = agent.run;
   RunSettings settings;
   settings.task = agent.task;
@@ -89,6 +88,7 @@ RunSettings new_settings(const AgentOptions& agent) {
   settings.budget.max_tokens_total = agent.max_tokens_total;
   settings.budget.max_cost_usd = agent.max_cost_usd;
   settings.budget.max_wall_seconds = agent.max_wall_seconds;
+  if (auto why = invalid(settings.budget)) fail("{}", *why);
   if (run.seed_given) {
     settings.seed = run.seed;
   } else {

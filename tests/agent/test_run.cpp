@@ -257,6 +257,31 @@ TEST(AgentRun, BudgetEndSubmitsTheBestCorrectSolution) {
   EXPECT_TRUE(result.passed) << "the correct solution checked at turn 2, not the workspace's wrong one";
 }
 
+// Issue 18, item 1: a write or edit of a folder once ended the run as a harness error (the undo log
+// read the folder as a file) and the checked candidate was never evaluated.
+TEST(AgentRun, FolderWritesAreToolErrorsAndTheBestCandidateIsStillEvaluated) {
+  Fixture f("folder");
+  f.setup.settings.budget.max_turns = 4;
+  std::vector<Step> script = {
+      respond({call("a", "write_file", {{"path", "topk.cpp"}, {"content", correct_solution()}})}),
+      respond({call("b", "check", json::object())}),
+      respond({call("c", "write_file", {{"path", "."}, {"content", "x"}}),
+               call("d", "edit_file", {{"path", "."}, {"old_text", "a"}, {"new_text", "b"}})}),
+      respond({call("e", "list_files", json::object())}),
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::budget) << result.reason;
+  EXPECT_EQ(result.solution, "candidates/1");
+  EXPECT_TRUE(result.passed);
+  for (const auto& r : of_type(f.records(), "tool_result")) {
+    if (r.at("id") != "c" && r.at("id") != "d") continue;
+    EXPECT_TRUE(r.at("is_error").get<bool>()) << r.dump();
+    EXPECT_NE(r.at("content").get<std::string>().find("'.' is a folder"), std::string::npos) << r.dump();
+  }
+}
+
 TEST(AgentRun, TokenAndCostBudgetsStopBeforeTheNextCall) {
   {
     Fixture f("tokens");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "agent/tools.hpp"
 
@@ -87,6 +88,50 @@ TEST(Tools, FileToolsRoundTrip) {
   EXPECT_EQ(b.box->mutated_file("edit_file", R"({"path": "k.cpp"})"), fs::canonical(b.dir / "workspace") / "k.cpp");
   EXPECT_FALSE(b.box->mutated_file("read_file", R"({"path": "k.cpp"})"));
   EXPECT_FALSE(b.box->mutated_file("write_file", "{bad"));
+}
+
+TEST(Tools, FolderPathsAreToolErrorsTheModelSees) {
+  Box b;
+  EXPECT_FALSE(b.run("write_file", json{{"path", "sub/k.cpp"}, {"content", "a\n"}}.dump()).is_error);
+  const std::vector<std::pair<std::string, json>> calls = {
+      {"write_file", {{"path", "."}, {"content", "x"}}},
+      {"write_file", {{"path", "sub"}, {"content", "x"}}},
+      {"edit_file", {{"path", "."}, {"old_text", "a"}, {"new_text", "b"}}},
+      {"edit_file", {{"path", "sub"}, {"old_text", "a"}, {"new_text", "b"}}},
+  };
+  for (const auto& [name, args] : calls) {
+    const auto outcome = b.run(name, args.dump());
+    EXPECT_TRUE(outcome.is_error) << name << " " << outcome.result.dump();
+    EXPECT_FALSE(outcome.format_error);
+    const auto message = outcome.result.at("error").get<std::string>();
+    EXPECT_NE(message.find("'" + args.at("path").get<std::string>() + "' is a folder"), std::string::npos) << message;
+  }
+}
+
+TEST(Tools, ReadFileOfALongLineReturnsItsHeadWithANote) {
+  Box b;
+  const std::string line(kReadBytes + 1000, 'z');
+  EXPECT_FALSE(b.run("write_file", json{{"path", "long.txt"}, {"content", line + "\nnext\n"}}.dump()).is_error);
+  const auto read = b.run("read_file", json{{"path", "long.txt"}}.dump());
+  ASSERT_FALSE(read.is_error) << read.result.dump();
+  EXPECT_EQ(read.result.at("content").get<std::string>(), line.substr(0, kReadBytes));
+  EXPECT_EQ(read.result.at("last_line"), 1);
+  EXPECT_TRUE(read.result.at("truncated").get<bool>());
+  EXPECT_NE(read.result.at("note").get<std::string>().find("line 1 is"), std::string::npos) << read.result.dump();
+}
+
+TEST(Tools, ListFilesShowsASymlinkAsALinkWithoutItsTarget) {
+  Box b;
+  const auto outside = b.dir / "outside.txt";
+  EXPECT_FALSE(b.run("write_file", json{{"path", "k.cpp"}, {"content", "a\n"}}.dump()).is_error);
+  { std::ofstream(outside) << "0123456789"; }
+  fs::create_symlink(outside, b.dir / "workspace" / "link");
+  const auto list = b.run("list_files", "{}");
+  ASSERT_FALSE(list.is_error) << list.result.dump();
+  const auto files = list.result.at("files");
+  ASSERT_EQ(files.size(), 2u) << files.dump();
+  EXPECT_EQ(files.at(0), (json{{"path", "k.cpp"}, {"bytes", 2}}));
+  EXPECT_EQ(files.at(1), (json{{"path", "link"}, {"kind", "symlink"}}));
 }
 
 TEST(Tools, SeedsDifferPerCallAndRepeat) {
