@@ -255,7 +255,10 @@ class Loop {
     messages_.back().role = llm::Role::assistant;
     pending_.clear();
     for (const auto& call : message.tool_calls) pending_.push_back(Pending{call});
+    // A reply is a format error when it calls no tool or every call it makes is one: the limit counts
+    // replies, so that the model sees its errors before the run ends.
     if (pending_.empty()) ++streak_;
+    turn_good_call_ = false;
     nudged_ = false;
     turn_submitted_ = false;
     phase_ = Phase::tools;
@@ -294,10 +297,12 @@ class Loop {
   void take_result(Pending& p, const ToolOutcome& outcome, const std::string& content) {
     llm::Message message{llm::Role::tool, content, {}, p.call.id, outcome.is_error};
     messages_.push_back(std::move(message));
-    streak_ = outcome.format_error ? streak_ + 1 : 0;
+    if (!outcome.format_error) turn_good_call_ = true;
+    p.done = true;
+    if (std::all_of(pending_.begin(), pending_.end(), [](const Pending& q) { return q.done; }))
+      streak_ = turn_good_call_ ? 0 : streak_ + 1;
     if (outcome.candidate) candidates_.push_back(*outcome.candidate);
     if (outcome.submitted) submitted_ = turn_submitted_ = true;
-    p.done = true;
   }
 
   // The undo log of write_file and edit_file: the file as it was, saved before the call runs and
@@ -441,7 +446,8 @@ class Loop {
   std::vector<Pending> pending_;
   Used used_;
   int calls_ = 0;
-  int streak_ = 0;
+  int streak_ = 0;             // replies in a row that were format errors
+  bool turn_good_call_ = false;  // this reply made a call that was not a format error
   bool nudged_ = false;
   bool submitted_ = false;
   bool turn_submitted_ = false;

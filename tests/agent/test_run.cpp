@@ -213,15 +213,16 @@ TEST(AgentRun, FormatErrorsInARowEndTheRun) {
       respond({call("e", "list_files", json::object())}),                     // good: the count starts again
       respond({}, "I think I will just talk."),
       respond({call("f", "write_file", {{"path", 3}, {"content", "x"}})}),
-      respond({call("g", "oops", json::object()), call("h", "nope", json::object())}),
+      respond({call("g", "oops", json::object()), call("h", "nope", json::object())}),  // one reply, one error
       respond({llm::ToolCall{"i", "edit_file", "not json"}}),
-      respond({call("j", "list_files", json::object())}),  // never reached
+      respond({call("j", "no_such_tool", json::object())}),  // the fifth reply in a row
+      respond({call("k", "list_files", json::object())}),    // never reached
   };
   FakeClient client(script);
   f.setup.client = &client;
   const auto result = start_run(f.setup);
   EXPECT_EQ(result.status, RunStatus::format_errors) << result.reason;
-  EXPECT_EQ(result.turns, 9);
+  EXPECT_EQ(result.turns, 10);
   EXPECT_TRUE(result.solution.empty());
   EXPECT_FALSE(result.passed);
   const auto results = of_type(f.records(), "tool_result");
@@ -237,6 +238,28 @@ TEST(AgentRun, FormatErrorsInARowEndTheRun) {
   EXPECT_NE(results[1].at("content").get<std::string>().find("not valid JSON"), std::string::npos);
   EXPECT_NE(results[3].at("content").get<std::string>().find("'path' is missing"), std::string::npos);
   EXPECT_EQ(of_type(f.records(), "user").size(), 1u) << "the text-only response is answered with a nudge";
+}
+
+// Issue 18, item 4: the limit counts replies, not calls, so that the model sees its errors before the
+// run ends.
+TEST(AgentRun, OneReplyWithManyMalformedCallsIsOneFormatError) {
+  Fixture f("format-reply");
+  std::vector<llm::ToolCall> five_bad;
+  for (int i = 0; i < 5; ++i) five_bad.push_back(call(fmt::format("bad{}", i), "no_such_tool", json::object()));
+  std::vector<Step> script = {
+      respond(five_bad),
+      respond({call("good", "list_files", json::object()), call("bad5", "no_such_tool", json::object())}),
+      respond({call("submit", "submit", json::object())}),
+  };
+  FakeClient client(script);
+  f.setup.client = &client;
+  const auto result = start_run(f.setup);
+  EXPECT_NE(result.status, RunStatus::format_errors) << result.reason;
+  EXPECT_EQ(result.turns, 3) << result.reason;
+  const auto budgets = of_type(f.records(), "budget");
+  ASSERT_GE(budgets.size(), 2u);
+  EXPECT_EQ(budgets[0].at("format_errors_in_a_row"), 1) << "five malformed calls in one reply";
+  EXPECT_EQ(budgets[1].at("format_errors_in_a_row"), 0) << "a reply with a good call resets the count";
 }
 
 TEST(AgentRun, BudgetEndSubmitsTheBestCorrectSolution) {
