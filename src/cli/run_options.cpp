@@ -68,9 +68,6 @@ EvalSettings eval_settings(const RunOptions& options, Device device) {
   eval.timing.min_samples = options.min_samples == 0 ? default_min_samples(device) : options.min_samples;
   eval.timing.warmup = options.warmup;
   eval.timing.rotate_cache_multiple = options.rotate;
-  // The cpu device is a test seam: its times are no benchmark, and a 64 MiB flush before every call was
-  // most of its cost per call, and the noise of its outside clock on a busy machine.
-  eval.timing.flush_l2 = device == Device::cuda;
   eval.worker_timeout_seconds = options.timeout;
   eval.tier = default_tier(device, options.workloads);
   return eval;

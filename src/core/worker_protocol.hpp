@@ -120,7 +120,7 @@ struct TimingConfig {
   // Stop early once min_samples are in and the 95% confidence interval of the median is within this
   // fraction of the median (0 turns the rule off): stable calls need few samples, noisy ones get more.
   double target_ci = 0.01;
-  bool flush_l2 = true;       // cold-L2 samples: the L2 is overwritten before each one
+  bool flush_l2 = true;       // cuda: cold-L2 samples, the L2 overwritten before each one (the cpu device never flushes)
   // Input rotation (timing/rotation.hpp): the timed calls cycle through copies of the call's inputs and
   // outputs that together hold at least this multiple of the last-level cache (0: one copy only),
   // at most rotate_max_sets copies and rotate_max_bytes of memory.

@@ -18,9 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Writes far more than any CPU's last-level cache holds.
-constexpr std::size_t kCpuFlushBytes = std::size_t{64} << 20;
-
 bool precise_enough(const std::vector<double>& sorted, double target) {
   const double median = quantile(sorted, 0.5);
   const auto [low, high] = median_ci95(sorted);
@@ -49,14 +46,8 @@ std::vector<double> sample_until_done(const TimingConfig& config, Sample&& sampl
 
 std::vector<double> measure_cpu(const std::function<void()>& call, const CallHooks& hooks,
                                 const TimingConfig& config) {
-  std::unique_ptr<unsigned char[]> flush;
-  unsigned char fill = 0;
-  if (config.flush_l2) {
-    // Touched here, not in the first timed sample: the first touch of 64 MiB takes its pages from the
-    // kernel (tens of milliseconds), which the outside clock would charge to the timed calls.
-    flush.reset(new unsigned char[kCpuFlushBytes]);
-    std::memset(flush.get(), fill, kCpuFlushBytes);
-  }
+  // No cache flush on the cpu device (config.flush_l2 is the GPU's L2): it is a test seam, and a 64 MiB
+  // memset per call was most of its cost per call and of the noise of its outside clock.
   for (int i = 0; i < config.warmup; ++i) {
     if (hooks.before) hooks.before();
     call();
@@ -66,11 +57,6 @@ std::vector<double> measure_cpu(const std::function<void()>& call, const CallHoo
   if (hooks.sampling_begins) hooks.sampling_begins();
   auto samples = sample_until_done(config, [&] {
     if (hooks.before) hooks.before();
-    if (flush) {
-      std::memset(flush.get(), ++fill, kCpuFlushBytes);
-      // Keeps the compiler from dropping stores that nothing reads.
-      asm volatile("" : : "r"(flush.get()) : "memory");
-    }
     Clock::time_point begin = Clock::now();
     call();
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();

@@ -69,7 +69,6 @@ struct Fixture {
     e.timing.max_seconds = 0.02;
     e.timing.min_samples = 2;
     e.timing.warmup = 0;
-    e.timing.flush_l2 = false;  // as d2k's eval_settings has it on the cpu device (cli/run_options.cpp)
     e.baseline = false;
     e.worker_timeout_seconds = 60;
     auto& s = setup.settings;
