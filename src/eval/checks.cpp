@@ -229,7 +229,7 @@ TensorMap outputs_of(const Task& task, const Workload& workload, const std::vect
   TensorMap got;
   for (std::size_t i = 0; i < task.outputs.size(); ++i) {
     const auto& out = task.outputs[i];
-    got[out.name] = tensor_from_bytes(bytes[i], out.dtype, geometry_of(out, workload)).to(to_torch(device));
+    got[out.name] = tensor_from_bytes(bytes[i], out.dtype, geometry_of(out, workload), device);
   }
   return got;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <thread>
@@ -79,6 +80,20 @@ class FirstDrawOracles {
   const WorkerRequest& request_;
   TensorMap placed_;
 };
+
+// Every oracle the check needs but the kept timed calls': the first draw's (placed once) and the second's.
+struct Oracles {
+  FirstDrawOracles first;
+  TensorMap want, second_want;
+};
+
+Oracles compute_oracles(const Task& task, const TaskCode& code, const Scalars& scalars, const TensorMap& first,
+                        const TensorMap& second, Device device, const WorkerRequest& request) {
+  FirstDrawOracles first_oracles(task, code, scalars, first, device, request);
+  TensorMap want = first_oracles.unpatched();
+  TensorMap second_want = oracle_of(task, code, second, scalars, device);
+  return Oracles{std::move(first_oracles), std::move(want), std::move(second_want)};
+}
 
 using Step = std::function<void(const char* what, const char* phase)>;
 
@@ -263,21 +278,33 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
   const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
-  step("oracle", "oracle");
-  const FirstDrawOracles first_oracles(task, *code, scalars, first, environment_.device, request);
-  const TensorMap want = first_oracles.unpatched();
-  const TensorMap second_want = oracle_of(task, *code, second, scalars, environment_.device);
+  // On cuda the oracles are computed while the worker starts (its process, CUDA context and uploads take
+  // about as long), and the worker waits for them at its first clock mark: no oracle work overlaps a
+  // measurement (a wait shows in worker_noop_timing). On the cpu device they come first: they would take
+  // the CPUs the worker's calls run on.
+  auto compute = [&] { return compute_oracles(task, *code, scalars, first, second, environment_.device, request); };
+  std::future<Oracles> oracles;
+  if (environment_.device == Device::cuda) {
+    oracles = std::async(std::launch::async, compute);
+  } else {
+    step("oracle", "oracle");
+    std::promise<Oracles> computed;
+    computed.set_value(compute());
+    oracles = computed.get_future();
+  }
 
   step(settings_.time ? "running and timing the solution" : "running the solution", "worker");
-  const WorkerOutcome outcome = run_worker(launch_for(environment_, settings_), request, bytes_of(task, first),
-                                           bytes_of(task, second));
+  WorkerLaunch launch = launch_for(environment_, settings_);
+  launch.before_first_clock = [&oracles] { oracles.wait(); };
+  const WorkerOutcome outcome = run_worker(launch, request, bytes_of(task, first), bytes_of(task, second));
+  const Oracles done = oracles.get();  // an oracle's error, rethrown
   record_worker(trace, outcome);
   phases_.split(outcome.report.phases, "worker_start");
 
   step("checking", "check");
   const WorkloadRun run{.task = task, .workload = workload, .code = *code, .scalars = scalars,
-                        .device = environment_.device, .request = request, .outcome = outcome, .want = want,
-                        .second_want = second_want, .oracle_of_call = std::cref(first_oracles),
+                        .device = environment_.device, .request = request, .outcome = outcome, .want = done.want,
+                        .second_want = done.second_want, .oracle_of_call = std::cref(done.first),
                         .first_digests = input_digests(task, first, request.digest_key),
                         .second_digests = input_digests(task, second, request.digest_key),
                         .ceilings = environment_.ceilings, .timed = settings_.time};

@@ -51,12 +51,19 @@ std::string_view span_view(const at::Tensor& laid_out) {
   return {static_cast<const char*>(laid_out.data_ptr()), static_cast<std::size_t>(bytes)};
 }
 
-at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry) {
+at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry, Device device) {
   const auto span = geometry.span();
   const auto expected = static_cast<std::size_t>(span) * size_of(dtype);
   if (bytes.size() != expected) fail("{} bytes for a tensor that spans {}", bytes.size(), expected);
-  auto storage = at::empty({span}, at::TensorOptions().dtype(to_torch(dtype)));
-  std::memcpy(storage.data_ptr(), bytes.data(), bytes.size());
+  const auto options = at::TensorOptions().dtype(to_torch(dtype));
+  auto storage = at::empty({span}, options.device(to_torch(device)));
+  if (device == Device::cpu) {
+    std::memcpy(storage.data_ptr(), bytes.data(), bytes.size());  // the bytes may sit at any alignment
+  } else {
+    // Straight from where the bytes arrived: no host copy of hundreds of MB first (a copy engine does
+    // not mind their alignment).
+    storage.copy_(at::from_blob(const_cast<char*>(bytes.data()), {span}, options));
+  }
   return storage.as_strided(geometry.shape, geometry.strides);
 }
 

@@ -21,9 +21,9 @@ at::Tensor lay_out(const at::Tensor& logical, const Geometry& geometry, DType dt
 
 // The geometry.span() elements of a CPU tensor made by lay_out, as raw bytes (a view of its storage).
 std::string_view span_view(const at::Tensor& laid_out);
-// A CPU tensor laid out as `geometry` holding a copy of `bytes` (geometry.span() elements of `dtype`).
-// Throws d2k::Error when the size does not match.
-at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry);
+// A tensor on `device` laid out as `geometry` holding a copy of `bytes` (geometry.span() elements of
+// `dtype`). Throws d2k::Error when the size does not match.
+at::Tensor tensor_from_bytes(std::string_view bytes, DType dtype, const Geometry& geometry, Device device = Device::cpu);
 
 // Float64 copy of a floating tensor, int64 copy of an integer one, on the CPU, contiguous.
 at::Tensor widen(const at::Tensor& tensor);

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -111,8 +113,8 @@ class ControlStream {
 // a kind the worker sends, nothing after `end`.
 class Evidence : public ProcessConversation {
  public:
-  Evidence(ControlStream& control, const Token& token, uint64_t max_payload)
-      : control_(control), token_(token), reader_(max_payload) {}
+  Evidence(ControlStream& control, const Token& token, uint64_t max_payload, std::function<void()> before_first_clock)
+      : control_(control), token_(token), reader_(max_payload), before_first_clock_(std::move(before_first_clock)) {}
 
   std::string_view next_input() override { return control_.next(); }
   bool more_input() const override { return !ended_ && !forged_; }
@@ -128,6 +130,8 @@ class Evidence : public ProcessConversation {
       // The outside clock: the worker waits for the ack of a clock frame, so its time on (or waiting for) a
       // CPU read now is that at the mark.
       if (frames_[i].kind == FrameKind::clock && !forged_) {
+        // The worker sent nothing after the mark (it waits for the ack): the mark's time moves with the wait.
+        frames_[i].arrival_seconds += wait_for_caller();
         frames_[i].cpu_seconds = process_tree_runnable_seconds(pid_);
         control_.ack(frames_[i].seq);
       }
@@ -141,6 +145,13 @@ class Evidence : public ProcessConversation {
  private:
   void forge(std::string why) {
     if (!forged_) forged_ = std::move(why);
+  }
+  // The caller's hook, the first time only; the seconds it took.
+  double wait_for_caller() {
+    if (!before_first_clock_) return 0;
+    const auto started = std::chrono::steady_clock::now();
+    std::exchange(before_first_clock_, nullptr)();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
   void admit(const Frame& frame) {
     if (frame.token != token_) return forge(fmt::format("frame {} ({}) does not carry the evaluation's token",
@@ -170,6 +181,7 @@ class Evidence : public ProcessConversation {
   Token token_;
   FrameReader reader_;
   std::vector<Frame> frames_;
+  std::function<void()> before_first_clock_;
   uint64_t next_seq_ = 0;
   pid_t pid_ = 0;
   bool ended_ = false;
@@ -336,7 +348,7 @@ WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, cons
   InputsFile inputs(first, second);
   spec.inherit = {{inputs.fd(), kChildInputsFd}};
   ControlStream control(request, inputs, first, second);
-  Evidence evidence(control, token, max_payload);
+  Evidence evidence(control, token, max_payload, launch.before_first_clock);
   WorkerOutcome outcome;
   outcome.process = run_process(spec, &evidence);
   if (launch.ncu) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,10 @@ struct WorkerLaunch {
   bool gpu = false;
   double timeout_seconds = 120;
   std::optional<NcuWrap> ncu;
+  // Called once, when the worker first waits on a clock mark (before its first timed loop): the caller's
+  // own work meanwhile (the oracles, on the same GPU) must end there, so that none of it overlaps a
+  // measurement. The worker waits; the mark's time is taken after. Must not throw.
+  std::function<void()> before_first_clock;
 };
 
 // The bytes of every input of one draw, in request order, laid out as the request's tensors say. The

@@ -114,10 +114,65 @@ void GuardedBuffer::upload(std::string_view bytes) {
   copy_in(kGuardBytes, bytes.data(), bytes.size());
 }
 
-std::string GuardedBuffer::download() const {
-  std::string out(bytes_, '\0');
-  copy_out(kGuardBytes, out.data(), bytes_);
-  return out;
+#ifdef D2K_WITH_CUDA
+namespace {
+
+// Two pinned halves and the stream that fills them, made once and kept for the process (never freed:
+// the worker ends with _exit, and the CUDA runtime's teardown order is not ours to meet).
+struct PinnedStaging {
+  static constexpr std::size_t kHalfBytes = std::size_t{8} << 20;
+  char* half[2] = {};
+  cudaEvent_t filled[2] = {};
+  cudaStream_t stream = nullptr;
+};
+
+PinnedStaging& pinned_staging() {
+  static PinnedStaging* staging = [] {
+    auto* made = new PinnedStaging;
+    void* memory = nullptr;
+    if (cudaMallocHost(&memory, 2 * PinnedStaging::kHalfBytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // pageable halves still work, with copies that do not overlap
+      memory = new char[2 * PinnedStaging::kHalfBytes];
+    }
+    made->half[0] = static_cast<char*>(memory);
+    made->half[1] = made->half[0] + PinnedStaging::kHalfBytes;
+    check_cuda(cudaStreamCreateWithFlags(&made->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    for (auto& event : made->filled) check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    return made;
+  }();
+  return *staging;
+}
+
+}  // namespace
+#endif
+
+void GuardedBuffer::read_out(const std::function<void(const char* data, std::size_t size)>& sink) const {
+  if (bytes_ == 0) return;
+  if (device_ == Device::cpu) {
+    sink(static_cast<const char*>(data()), bytes_);
+    return;
+  }
+#ifdef D2K_WITH_CUDA
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before a copy from the GPU");
+  PinnedStaging& staging = pinned_staging();
+  const auto* source = static_cast<const char*>(data());
+  const std::size_t chunks = (bytes_ + PinnedStaging::kHalfBytes - 1) / PinnedStaging::kHalfBytes;
+  auto chunk_bytes = [&](std::size_t k) { return std::min(PinnedStaging::kHalfBytes, bytes_ - k * PinnedStaging::kHalfBytes); };
+  auto start = [&](std::size_t k) {
+    check_cuda(cudaMemcpyAsync(staging.half[k % 2], source + k * PinnedStaging::kHalfBytes, chunk_bytes(k),
+                               cudaMemcpyDeviceToHost, staging.stream),
+               "cudaMemcpyAsync from the GPU");
+    check_cuda(cudaEventRecord(staging.filled[k % 2], staging.stream), "cudaEventRecord");
+  };
+  start(0);
+  for (std::size_t k = 0; k < chunks; ++k) {
+    if (k + 1 < chunks) start(k + 1);
+    check_cuda(cudaEventSynchronize(staging.filled[k % 2]), "waiting for a copy from the GPU");
+    sink(staging.half[k % 2], chunk_bytes(k));
+  }
+#else
+  no_cuda();
+#endif
 }
 
 void GuardedBuffer::fill(unsigned char byte) {

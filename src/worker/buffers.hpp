@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +31,9 @@ class GuardedBuffer {
   std::size_t bytes() const { return bytes_; }
 
   void upload(std::string_view bytes);  // exactly bytes() of them
-  std::string download() const;
+  // The data, handed to `sink` in order: on cuda in pieces through pinned memory (each piece's copy
+  // overlaps the sink's work on the one before), on cpu at once from where it lies.
+  void read_out(const std::function<void(const char* data, std::size_t size)>& sink) const;
   void fill(unsigned char byte);
   // The data of another buffer of the same size and device (a device-to-device copy on cuda).
   void copy_from(const GuardedBuffer& other);

@@ -93,4 +93,22 @@ uint64_t EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, con
   return seq;
 }
 
+uint64_t EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, const std::vector<RawSource>& raw) {
+  std::size_t raw_bytes = 0;
+  for (const auto& part : raw) raw_bytes += part.bytes;
+  const uint64_t seq = seq_++;
+  const std::string head = encode_frame_head(kind, seq, token_, fields.dump(), raw_bytes);
+  write_all(kEvidenceFd, head.data(), head.size());
+  for (const auto& part : raw) {
+    std::size_t written = 0;
+    part.write([&](const char* data, std::size_t size) {
+      if (written + size > part.bytes) fail("a raw part of {} bytes gave more", part.bytes);
+      write_all(kEvidenceFd, data, size);
+      written += size;
+    });
+    if (written != part.bytes) fail("a raw part of {} bytes gave {}", part.bytes, written);
+  }
+  return seq;
+}
+
 }  // namespace d2k

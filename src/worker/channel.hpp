@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -23,12 +25,26 @@ class ControlChannel {
   Frame read();
 };
 
+// Where a raw part's bytes go, in order, in pieces of any size.
+using ByteSink = std::function<void(const char* data, std::size_t size)>;
+
+// A raw part written as it is produced (a GPU buffer copied out in pieces through pinned memory), not
+// assembled first: hundreds of MB of outputs never sit in a fresh host string. `write` gives the sink
+// exactly `bytes`.
+struct RawSource {
+  std::size_t bytes = 0;
+  std::function<void(const ByteSink&)> write;
+};
+
 class EvidenceChannel {
  public:
   explicit EvidenceChannel(const Token& token) : token_(token) {}
   // One frame: `fields` as JSON, then the raw parts one after another; returns its seq. Throws
   // d2k::Error when the orchestrator is gone.
   uint64_t send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw = {});
+  // The same with parts written as they are produced; a part that gives other than its `bytes` throws
+  // (the frame on the stream is then broken, and the orchestrator says so).
+  uint64_t send(FrameKind kind, const nlohmann::json& fields, const std::vector<RawSource>& raw);
 
  private:
   Token token_;

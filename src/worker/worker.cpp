@@ -641,9 +641,9 @@ std::vector<const GuardedBuffer*> Evaluation::output_buffers() const {
 }
 
 void Evaluation::send_outputs(Draw draw, const std::vector<const GuardedBuffer*>& buffers, int64_t call) {
-  std::vector<std::string> bytes;
-  for (const GuardedBuffer* buffer : buffers) bytes.push_back(buffer->download());
-  std::vector<std::string_view> parts(bytes.begin(), bytes.end());
+  std::vector<RawSource> parts;
+  for (const GuardedBuffer* buffer : buffers)
+    parts.push_back({buffer->bytes(), [buffer](const ByteSink& sink) { buffer->read_out(sink); }});
   nlohmann::json fields = {{"draw", name_of(draw)}, {"guard_violations", guard_violations_}};
   if (call >= 0) fields["call"] = call;
   evidence_.send(FrameKind::outputs, fields, parts);

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -73,8 +74,12 @@ inline WireTensor tensor(std::string name, DType dtype, std::vector<int64_t> sha
 // The worker on `request` with these draws (one string of bytes per input), as the evaluator runs it,
 // without a sandbox.
 inline WorkerOutcome run_worker(WorkerRequest request, const std::vector<std::string>& first,
-                                const std::vector<std::string>& second = {}, double timeout = 60) {
-  WorkerLaunch launch{.worker = D2K_WORKER_PATH, .scratch_dir = scratch_root(), .timeout_seconds = timeout};
+                                const std::vector<std::string>& second = {}, double timeout = 60,
+                                std::function<void()> before_first_clock = {}) {
+  WorkerLaunch launch{.worker = D2K_WORKER_PATH,
+                      .scratch_dir = scratch_root(),
+                      .timeout_seconds = timeout,
+                      .before_first_clock = std::move(before_first_clock)};
   request.second_draw = !second.empty();
   const DrawBytes a(first.begin(), first.end()), b(second.begin(), second.end());
   return d2k::run_worker(launch, request, a, b);

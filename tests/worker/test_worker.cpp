@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -119,6 +121,34 @@ TEST_F(Worker, RunsACorrectSolutionWithWorkspacePrepareAndTiming) {
   EXPECT_GT(done.report.timing->noop_samples, 0);
   std::cout << "outside clock: " << *done.report.noop_seconds * 1e3 / done.report.timing->noop_samples
             << " ms per call with nothing called, " << *done.report.timed_seconds * 1e3 / 3 << " ms per timed call\n";
+}
+
+// The evaluator computes its oracles while the worker starts; the worker waits for them at its first clock
+// mark, and that wait is in no clock's interval.
+TEST_F(Worker, WaitsForTheCallerAtItsFirstClockMarkOutsideEveryTimedInterval) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  time_exactly(request, 3);
+  int called = 0;
+  const auto started = std::chrono::steady_clock::now();
+  double waited_at = 0;
+  const WorkerOutcome done = run_worker(request, axpy_draw(), {}, 60, [&] {
+    ++called;
+    waited_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  });
+  expect_clean(done);
+  EXPECT_EQ(called, 1);
+  EXPECT_GT(waited_at, 0.0);
+  EXPECT_EQ(checked_y(done), axpy(x_, z_));
+  ASSERT_TRUE(done.report.noop_seconds);
+  ASSERT_TRUE(done.report.timed_seconds);
+  EXPECT_LT(*done.report.noop_seconds, 0.3);
+  EXPECT_LT(*done.report.timed_seconds, 0.3);
+  // The wait is the harness's, before the loop with nothing called: it shows in that step's phase.
+  double noop_phase = 0;
+  for (const auto& phase : done.report.phases)
+    if (phase.name == "worker_noop_timing") noop_phase = phase.seconds;
+  EXPECT_GE(noop_phase, 0.39);
 }
 
 TEST_F(Worker, EveryTimedCallComputesFromItsOwnPatchedInputs) {
