@@ -115,6 +115,8 @@ caught "$corpus/outside_clone_vm.cpp" $quant deepseek-v3-T1 runtime_error "clone
 caught "$corpus/outside_libc_pthread.cpp" $quant qwen3-235b-T333-K1536 rejected "timing: left 1 thread(s) running" --final
 caught "$corpus/outside_raw_thread.cpp" $quant deepseek-v3-T1 rejected "left 1 thread(s) running"
 caught "$corpus/outside_fork.cpp" $quant deepseek-v3-T1 runtime_error "fork: Operation not permitted"
+# A hurried implementer's mistakes in the newer tasks (issue 11): each is wrong numerics, named by output.
+caught "$corpus/wrong_silu_on_up_half.cpp" act/silu_and_mul qwen3-30b-T37 incorrect_numerics "'out'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
