@@ -37,6 +37,7 @@ json comparison_json(const Comparison& c) {
     j["max_abs_error"] = c.max_abs_error;
     j["max_rel_error"] = c.max_rel_error;
     j["worst_excess"] = c.worst_excess;  // <= 1 passes
+    if (c.misrounded) j["misrounded"] = *c.misrounded;  // the share not rounded as the specification says
   }
   if (c.non_finite) j["non_finite"] = c.non_finite;
   if (!c.passed && c.worst_index >= 0) {

@@ -294,6 +294,7 @@ void to_json(nlohmann::json& j, const Comparison& c) {
        {"worst_excess", number(c.worst_excess)}, {"mismatches", c.mismatches}, {"non_finite", c.non_finite},
        {"worst_index", c.worst_index}, {"worst_got", number(c.worst_got)}, {"worst_want", number(c.worst_want)},
        {"elements", c.elements}};
+  if (c.misrounded) j["misrounded"] = number(*c.misrounded);
 }
 void from_json(const nlohmann::json& j, Comparison& c) {
   c.name = j.at("name");
@@ -309,6 +310,7 @@ void from_json(const nlohmann::json& j, Comparison& c) {
   c.worst_got = number_from(j.at("worst_got"));
   c.worst_want = number_from(j.at("worst_want"));
   c.elements = j.at("elements");
+  if (j.contains("misrounded")) c.misrounded = number_from(j.at("misrounded"));
 }
 
 void to_json(nlohmann::json& j, const TimingSummary& t) {

@@ -36,6 +36,10 @@ struct Tolerance {
   double nmse = 1e-5;
   double rtol = 1e-2;
   double atol = 1e-3;
+  // numeric, for an output the specification rounds once from an exact value: at most this share of the
+  // elements may differ from the oracle rounded to the output's dtype (to nearest, ties to even). Catches
+  // a rounding mode that the statistics above cannot tell from a correct one (truncation).
+  std::optional<double> misrounded;
 };
 
 struct TensorSpec {

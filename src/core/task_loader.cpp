@@ -222,7 +222,7 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
 
 Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path) {
   const toml::table& table = *table_at(source, node, path);
-  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol"});
+  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded"});
   Tolerance tolerance;
   if (const toml::node* metric = fields.find("metric")) {
     std::string name = as_string(source, *metric, fields.path("metric"));
@@ -245,6 +245,12 @@ Tolerance parse_tolerance(const Source& source, const toml::node& node, const st
     const toml::node& value = fields.need(key);
     *target = as_number(source, value, fields.path(key));
     if (*target < 0) source.bad(value, fields.path(key), "must not be negative");
+  }
+  if (const toml::node* value = fields.find("misrounded")) {
+    if (tolerance.metric == Tolerance::Metric::exact) source.bad(*value, fields.path("misrounded"), "does not apply to metric 'exact'");
+    const double share = as_number(source, *value, fields.path("misrounded"));
+    if (share < 0 || share > 1) source.bad(*value, fields.path("misrounded"), "is a share of the elements: between 0 and 1");
+    tolerance.misrounded = share;
   }
   return tolerance;
 }

@@ -41,6 +41,7 @@ struct Comparison {
   double worst_got = 0.0;
   double worst_want = 0.0;
   int64_t elements = 0;
+  std::optional<double> misrounded;  // the share of elements off the correctly rounded oracle, when the tolerance asks
 };
 
 // Median and spread of one timed call, in milliseconds.

@@ -117,6 +117,12 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
     const auto* tolerance = task.tolerance_for(c.name);
     if (c.non_finite) {
       verdict.message = fmt::format("'{}': {} of {} elements are NaN or Inf", c.name, c.non_finite, c.elements);
+    } else if (c.mismatches == 0 && tolerance && c.nmse <= tolerance->nmse && c.misrounded && tolerance->misrounded) {
+      // Close in value everywhere, but not the value the specification's one rounding gives: another
+      // rounding mode (truncation), or a second rounding the specification does not have.
+      verdict.message = fmt::format("'{}': {:.2f}% of its elements are not the exact result rounded to nearest even (at most "
+                                    "{:.2f}% may differ): another rounding than the specification's",
+                                    c.name, 100.0 * *c.misrounded, 100.0 * *tolerance->misrounded);
     } else if (c.mismatches == 0 && tolerance) {
       // Every element within its bound, but the error as a whole is too large: a systematic loss.
       verdict.message = fmt::format("'{}': nmse {:.3g} is above the bound {:.3g}, with every element within tolerance "

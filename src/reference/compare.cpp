@@ -42,6 +42,32 @@ struct Partial {
   int64_t worst = -1;
 };
 
+// The share of the elements of `got` (in its own dtype) that are not `want` rounded to that dtype, a few
+// million elements at a time (no full-size copy), on want's device.
+double misrounded_share(const std::string& name, const at::Tensor& got_in, const at::Tensor& want_in) {
+  if (!at::isFloatingType(got_in.scalar_type()) || got_in.scalar_type() == at::kDouble)
+    fail("comparing '{}': `misrounded` needs an output narrower than float64, not {}", name, c10::toString(got_in.scalar_type()));
+  const auto got = got_in.to(want_in.device()).reshape(-1);
+  const auto want = want_in.reshape(-1);
+  const int64_t n = got.numel();
+  constexpr int64_t kChunk = int64_t{1} << 22;
+  int64_t off = 0;
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t len = std::min(kChunk, n - at);
+    off += got.narrow(0, at, len).ne(want.narrow(0, at, len).to(got.scalar_type())).sum().item<int64_t>();
+  }
+  return n ? static_cast<double>(off) / static_cast<double>(n) : 0.0;
+}
+
+// The verdict of a numeric comparison whose statistics are filled in.
+void decide(Comparison& result, const std::string& name, const at::Tensor& got, const at::Tensor& want,
+            const Tolerance& tolerance) {
+  result.passed = result.non_finite == 0 && result.mismatches == 0 && result.nmse <= tolerance.nmse;
+  if (!tolerance.misrounded) return;
+  result.misrounded = misrounded_share(name, got, want);
+  result.passed = result.passed && *result.misrounded <= *tolerance.misrounded;
+}
+
 }  // namespace
 
 // The numeric pass as whole-tensor expressions, for tensors on a GPU: there the passes over 67 M
@@ -75,7 +101,7 @@ Comparison compare_whole(const std::string& name, const at::Tensor& got_in, cons
   result.worst_want = want[result.worst_index].item<double>();
   result.nmse = sum_want2 > 0 ? sum_diff2 / sum_want2 : (sum_diff2 > 0 ? inf : 0.0);
   if (result.non_finite) result.nmse = inf;
-  result.passed = result.non_finite == 0 && result.mismatches == 0 && result.nmse <= tolerance.nmse;
+  decide(result, name, got_in, want_in, tolerance);
   return result;
 }
 
@@ -166,7 +192,7 @@ Comparison compare(const std::string& name, const at::Tensor& got_in, const at::
   }
   result.nmse = sum_want2 > 0 ? sum_diff2 / sum_want2 : (sum_diff2 > 0 ? inf : 0.0);
   if (result.non_finite) result.nmse = inf;
-  result.passed = result.non_finite == 0 && result.mismatches == 0 && result.nmse <= tolerance.nmse;
+  decide(result, name, got_in, want_in, tolerance);
   return result;
 }
 

@@ -27,6 +27,33 @@ TEST(Compare, Bf16RoundingPassesAgainstFloat64) {
   EXPECT_EQ(c.mismatches, 0);
 }
 
+// A bf16 value truncated instead of rounded to nearest even: within nmse and every element's bound, but
+// off the correctly rounded value in about half the elements, which `misrounded` counts.
+at::Tensor truncated_bf16(const at::Tensor& want) {
+  const auto bits = want.to(at::kFloat).view(at::kInt);
+  return at::bitwise_and(bits, static_cast<int64_t>(0xffff0000u)).view(at::kFloat).to(at::kBFloat16);
+}
+
+TEST(Compare, MisroundedCountsElementsOffTheCorrectlyRoundedValue) {
+  const auto want = random_tensor(3 * (1 << 20) + 17, 5);  // several chunks of the count
+  Tolerance tolerance = bf16_like();
+  tolerance.nmse = 2e-5;  // truncation's nmse here is about 1.1e-5: inside a bound a task might set
+  tolerance.misrounded = 0.001;
+  const auto rounded = compare("y", want.to(at::kBFloat16), want, tolerance);
+  EXPECT_TRUE(rounded.passed);
+  ASSERT_TRUE(rounded.misrounded);
+  EXPECT_LT(*rounded.misrounded, 1e-4);  // float64 -> bf16 goes through float32: a rare double rounding
+  const auto truncated = compare("y", truncated_bf16(want), want, tolerance);
+  ASSERT_TRUE(truncated.misrounded);
+  EXPECT_GT(*truncated.misrounded, 0.4);
+  EXPECT_FALSE(truncated.passed);
+  EXPECT_EQ(truncated.mismatches, 0);  // what nmse and the bounds alone let through
+  EXPECT_LE(truncated.nmse, tolerance.nmse);
+  tolerance.misrounded.reset();
+  EXPECT_TRUE(compare("y", truncated_bf16(want), want, tolerance).passed);
+  EXPECT_FALSE(compare("y", truncated_bf16(want), want, tolerance).misrounded);
+}
+
 // Outputs of millions of elements are compared in parallel chunks of 2^20: the statistics must be
 // those of one pass over everything, with the worst element found in whichever chunk holds it.
 TEST(Compare, ChunkedPassesFindTheWorstElementAcrossChunks) {
@@ -66,9 +93,12 @@ TEST(Compare, WholeTensorPassAgreesWithTheChunkedLoops) {
                                  {"exact bf16 rounding", want.to(at::kBFloat16)},
                                  {"identical", want}}) {
     SCOPED_TRACE(label);
-    const auto loops = compare("y", g, want, bf16_like());
-    const auto whole = compare_whole("y", g, want, bf16_like());
+    Tolerance tolerance = bf16_like();
+    if (g.scalar_type() != at::kDouble) tolerance.misrounded = 0.01;  // a share of bf16 outputs only
+    const auto loops = compare("y", g, want, tolerance);
+    const auto whole = compare_whole("y", g, want, tolerance);
     EXPECT_EQ(whole.passed, loops.passed);
+    EXPECT_EQ(whole.misrounded, loops.misrounded);
     EXPECT_EQ(whole.elements, loops.elements);
     EXPECT_EQ(whole.non_finite, loops.non_finite);
     EXPECT_EQ(whole.mismatches, loops.mismatches);
