@@ -11,6 +11,7 @@
 #include "agent/records.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
+#include "agent/undo_log.hpp"
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -29,12 +30,24 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 constexpr const char* kNudge =
     "Your response called no tool. Work through the tools (see the system prompt); call submit when you are done.";
 constexpr uint64_t kFinalSalt = 0x66696e616cull;  // "final": the final evaluation's seed, apart from every tool call's
+// A tool result is flushed to disk when its tool worked longer than this: losing it would cost that work
+// again, which dwarfs a flush (about 1.5 ms on a shared disk). Cheaper results wait for the turn's budget
+// record, so that a turn of 50 file calls does not pay 50 flushes.
+constexpr double kFlushToolSeconds = 0.1;
 
 struct Pending {
   llm::ToolCall call;
   int index = -1;
   bool recorded = false;
   bool done = false;
+  bool ran = false;  // done, and the tool ran: not a call after submit, answered "not run"
+};
+
+// Moves a vector back where it was lent from when the scope ends.
+struct MovedBack {
+  std::vector<llm::Message>& home;
+  std::vector<llm::Message>& lent;
+  ~MovedBack() { home = std::move(lent); }
 };
 
 class Loop {
@@ -43,7 +56,8 @@ class Loop {
       : setup_(setup),
         settings_(setup.settings),
         writer_(setup.run_dir / "transcript.jsonl"),
-        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}) {}
+        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}),
+        undo_(setup.run_dir / "undo") {}
 
   void fresh() {
     PromptInputs inputs;
@@ -184,11 +198,10 @@ class Loop {
         return;
       }
       case Phase::awaiting: {
-        llm::ChatRequest request{system_, messages_, tools_};
         const auto started = Clock::now();
         llm::ChatResponse response;
         try {
-          response = setup_.client->complete(request);
+          response = ask();
         } catch (const llm::ChatError& e) {
           model_seconds_ += seconds_since(started);
           const json error = {{"kind", llm::to_string(e.kind())}, {"http_status", e.http_status()},
@@ -233,6 +246,7 @@ class Loop {
           overheads_.push_back(overhead->overhead_ms);
         }
         writer_.append(record::budget(used_.turns, used_, streak_, overhead));
+        undo_.clear();  // the budget record's flush took the turn's results to disk
         // The next turn's overhead starts here, so that this record's own write is counted too.
         turn_started_ = mark;
         measured_ = true;
@@ -250,6 +264,14 @@ class Loop {
     }
   }
 
+  // One model response. The conversation moves into the request and back, however complete() ends:
+  // a copy of it would cost time every turn.
+  llm::ChatResponse ask() {
+    llm::ChatRequest request{system_, std::move(messages_), tools_};
+    const MovedBack moved_back{messages_, request.messages};
+    return setup_.client->complete(request);
+  }
+
   void begin_turn(const llm::Message& message) {
     messages_.push_back(message);
     messages_.back().role = llm::Role::assistant;
@@ -265,33 +287,48 @@ class Loop {
   }
 
   void run_tools() {
+    prepare_undo();
     for (auto& p : pending_) {
       if (p.done) continue;
       if (!p.recorded) {
+        // Not flushed: a call whose record a machine crash loses gets the same index again (indices
+        // follow the records) and runs again after the undo log has put its files back.
         p.index = calls_++;
-        // Flushed only before a tool that changes a file: the undo log of resume depends on it.
-        writer_.append(record::tool_call(used_.turns, p.index, p.call),
-                       toolbox_.mutated_file(p.call.name, p.call.arguments).has_value());
+        writer_.append(record::tool_call(used_.turns, p.index, p.call), false);
         p.recorded = true;
       } else {
-        restore(p.index);  // a resumed call: undo what its first run may have changed
-        measured_ = false;
+        measured_ = false;  // a resumed call
       }
       ToolOutcome outcome;
       if (turn_submitted_) {
         outcome.result = {{"error", "not run: submit ended the run"}};
         outcome.is_error = true;
       } else {
-        save(p);
         outcome = toolbox_.run(p.call.name, p.call.arguments, p.index);
       }
       tool_seconds_ += outcome.seconds;
       crash_point("tool");
       const auto content = cap_text(dump_json(outcome.result), kResultBytes);
-      writer_.append(record::tool_result(used_.turns, p.index, p.call, outcome, content));
-      forget(p.index);
+      writer_.append(record::tool_result(used_.turns, p.index, p.call, outcome, content), outcome.seconds > kFlushToolSeconds);
       take_result(p, outcome, content);
     }
+  }
+
+  // Before a turn's calls run. A fresh turn saves the files its writes and edits name (one flush); a
+  // resumed turn whose save exists puts them back and applies the writes and edits that already have a
+  // result again, so that the calls without one see the workspace they first saw.
+  void prepare_undo() {
+    if (undo_.restore(used_.turns)) {
+      measured_ = false;
+      for (const auto& p : pending_)
+        if (p.done && p.ran && toolbox_.mutated_file(p.call.name, p.call.arguments))
+          toolbox_.run(p.call.name, p.call.arguments, p.index);
+      return;
+    }
+    std::vector<fs::path> files;
+    for (const auto& p : pending_)
+      if (auto file = toolbox_.mutated_file(p.call.name, p.call.arguments)) files.push_back(*file);
+    undo_.save(used_.turns, files);
   }
 
   void take_result(Pending& p, const ToolOutcome& outcome, const std::string& content) {
@@ -299,51 +336,11 @@ class Loop {
     messages_.push_back(std::move(message));
     if (!outcome.format_error) turn_good_call_ = true;
     p.done = true;
+    p.ran = !turn_submitted_;
     if (std::all_of(pending_.begin(), pending_.end(), [](const Pending& q) { return q.done; }))
       streak_ = turn_good_call_ ? 0 : streak_ + 1;
     if (outcome.candidate) candidates_.push_back(*outcome.candidate);
     if (outcome.submitted) submitted_ = turn_submitted_ = true;
-  }
-
-  // The undo log of write_file and edit_file: the file as it was, saved before the call runs and
-  // dropped once its result is recorded. A kill in between leaves it for restore().
-  fs::path undo_dir() const { return setup_.run_dir / "undo"; }
-
-  void save(const Pending& p) {
-    const auto file = toolbox_.mutated_file(p.call.name, p.call.arguments);
-    if (!file) return;
-    // A folder, FIFO or device at the path: the tool refuses it and changes nothing, so there is
-    // nothing to undo, and reading it as a file would fail (a folder) or block (a FIFO).
-    std::error_code error;
-    const auto status = fs::status(*file, error);
-    if (fs::exists(status) && !fs::is_regular_file(status)) return;
-    fs::create_directories(undo_dir());
-    const auto before = read_whole_file(*file);
-    if (before) write_file_atomically(undo_dir() / fmt::format("{}.content", p.index), *before);
-    json meta = {{"path", file->string()}, {"existed", before.has_value()}};
-    write_file_atomically(undo_dir() / fmt::format("{}.json", p.index), dump_json(meta));
-  }
-
-  void restore(int index) {
-    const auto meta_file = undo_dir() / fmt::format("{}.json", index);
-    const auto text = read_whole_file(meta_file);
-    if (!text) return;  // killed before anything was changed
-    const auto meta = json::parse(*text);
-    const fs::path file = meta.at("path").get<std::string>();
-    if (meta.at("existed").get<bool>()) {
-      const auto before = read_whole_file(undo_dir() / fmt::format("{}.content", index));
-      if (!before) fail("the undo log of tool call {} lacks the file's content", index);
-      write_file_atomically(file, *before);
-    } else {
-      std::error_code ignored;
-      fs::remove(file, ignored);
-    }
-  }
-
-  void forget(int index) {
-    std::error_code ignored;
-    fs::remove(undo_dir() / fmt::format("{}.json", index), ignored);
-    fs::remove(undo_dir() / fmt::format("{}.content", index), ignored);
   }
 
   void end(RunStatus status, const std::string& reason, const json& error = nullptr) {
@@ -411,6 +408,7 @@ class Loop {
     const auto final_record = record::final(status_, reason_, solution, passed, traces, used_, overhead_summary());
     writer_.append(final_record);
     write_file_atomically(setup_.run_dir / "result.json", final_record.dump(2) + "\n");
+    undo_.clear();
     phase_ = Phase::done;
   }
 
@@ -439,6 +437,7 @@ class Loop {
   const RunSettings& settings_;
   TranscriptWriter writer_;
   ToolBox toolbox_;
+  UndoLog undo_;
   Phase phase_ = Phase::fresh;
   std::string system_;
   std::vector<llm::ToolSpec> tools_;
