@@ -9,6 +9,7 @@
 #include "agent/prompt.hpp"
 #include "core/timestamp.hpp"
 #include "agent/records.hpp"
+#include "agent/run_lock.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
 #include "agent/undo_log.hpp"
@@ -482,8 +483,9 @@ RunSettings read_settings(const fs::path& run_dir) {
 
 RunResult start_run(const RunSetup& setup) {
   check_setup(setup);
-  if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
   fs::create_directories(setup.run_dir / "workspace");
+  const RunLock lock(setup.run_dir);
+  if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
   auto settings = setup.settings;
   if (settings.created.empty()) settings.created = utc_timestamp();
   write_file_atomically(setup.run_dir / "run.json", json(settings).dump(2) + "\n");
@@ -496,6 +498,8 @@ RunResult start_run(const RunSetup& setup) {
 
 RunResult resume_run(const RunSetup& setup) {
   check_setup(setup);
+  if (!fs::is_directory(setup.run_dir)) fail("{}: not a run folder", setup.run_dir.string());
+  const RunLock lock(setup.run_dir);
   const auto file = setup.run_dir / "transcript.jsonl";
   auto transcript = read_transcript(file);
   if (!transcript.torn.empty()) fs::resize_file(file, transcript.complete_bytes);

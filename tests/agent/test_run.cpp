@@ -7,10 +7,16 @@
 #include <fstream>
 #include <set>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "agent/records.hpp"
 #include "agent/run.hpp"
+#include "agent/run_lock.hpp"
 #include "agent/transcript.hpp"
 #include "agent/workspace.hpp"
+#include "core/error.hpp"
 #include "core/task_loader.hpp"
 #include "fake_client.hpp"
 
@@ -538,4 +544,46 @@ TEST(AgentRun, ResumeAfterLosingATurnsResultsMatchesAnUninterruptedRun) {
     EXPECT_EQ(result.status, RunStatus::budget) << result.reason;
     EXPECT_EQ(normalized(f.records()), reference) << normalized(f.records()).dump(1);
   }
+}
+
+// Issue 18, item 3: a run folder is locked while a process drives it. A second resume is refused,
+// naming the folder and the holder's pid; once the holder is killed (-9) the folder resumes.
+TEST(AgentRun, ASecondResumeOfALiveRunIsRefusedUntilItsHolderDies) {
+  Fixture f("lock");
+  f.setup.settings.budget.max_turns = 1;
+  {
+    FakeClient client({respond({call("a", "list_files", json::object())})});
+    f.setup.client = &client;
+    ASSERT_EQ(start_run(f.setup).status, RunStatus::budget);
+  }
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {  // the live run: holds the lock until it is killed
+    const RunLock lock(f.setup.run_dir);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  FakeClient idle(std::vector<Step>{});
+  f.setup.client = &idle;
+  try {
+    resume_run(f.setup);
+    ADD_FAILURE() << "a resume of a locked run went ahead";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(f.setup.run_dir.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("in use by process " + std::to_string(holder)), std::string::npos) << message;
+  }
+  const auto records = f.records().size();
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  const auto again = resume_run(f.setup);
+  EXPECT_EQ(again.status, RunStatus::budget);
+  EXPECT_EQ(f.records().size(), records) << "a finished run is reported, nothing is added";
+  EXPECT_TRUE(idle.requests.empty());
 }
