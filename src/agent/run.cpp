@@ -9,6 +9,7 @@
 #include "agent/prompt.hpp"
 #include "core/timestamp.hpp"
 #include "agent/records.hpp"
+#include "agent/result_file.hpp"
 #include "agent/run_lock.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
@@ -35,6 +36,7 @@ constexpr uint64_t kFinalSalt = 0x66696e616cull;  // "final": the final evaluati
 // again, which dwarfs a flush (about 1.5 ms on a shared disk). Cheaper results wait for the turn's budget
 // record, so that a turn of 50 file calls does not pay 50 flushes.
 constexpr double kFlushToolSeconds = 0.1;
+constexpr std::size_t kPrintedNameBytes = 40;  // of a tool name on the console (tool names are short; a model's need not be)
 
 struct Pending {
   llm::ToolCall call;
@@ -139,14 +141,13 @@ class Loop {
     }
     wall_base_ = used_.wall_seconds;
     if (phase_ == Phase::fresh) fail("{}: the transcript has no prompt record", (setup_.run_dir / "transcript.jsonl").string());
+    // A run that has ended runs no tool again, whatever calls its last turn left without a result.
+    const bool ended = phase_ == Phase::ending || phase_ == Phase::done;
     std::vector<int> rerun;
     for (const auto& p : pending_)
-      if (p.recorded && !p.done) rerun.push_back(p.index);
+      if (p.recorded && !p.done && !ended) rerun.push_back(p.index);
     if (phase_ != Phase::done) writer_.append(record::resume(used_.turns, file.torn, rerun));
-    if (setup_.log)
-      *setup_.log << fmt::format("d2k agent: resuming {} after turn {}{}{}\n", setup_.run_dir.string(), used_.turns,
-                                 file.torn.empty() ? "" : fmt::format("; a torn last line of {} bytes was cut off", file.torn.size()),
-                                 rerun.empty() ? "" : fmt::format("; {} tool call(s) without a result run again", rerun.size()));
+    if (setup_.log) log_resume(file, rerun);
   }
 
   void set_next_seq(int seq) { writer_.set_next_seq(seq); }
@@ -168,6 +169,7 @@ class Loop {
       }
     }
     result_.turns = used_.turns;
+    result_.used = used_;
     const auto summary = overhead_summary();
     result_.overhead_mean_ms = summary.value("mean_ms", 0.0);
     result_.overhead_max_ms = summary.value("max_ms", 0.0);
@@ -275,6 +277,7 @@ class Loop {
 
   void begin_turn(const llm::Message& message) {
     messages_.push_back(message);
+    assistant_at_ = messages_.size() - 1;
     messages_.back().role = llm::Role::assistant;
     pending_.clear();
     for (const auto& call : message.tool_calls) pending_.push_back(Pending{call});
@@ -333,6 +336,13 @@ class Loop {
   }
 
   void take_result(Pending& p, const ToolOutcome& outcome, const std::string& content) {
+    if (outcome.is_error && p.call.arguments.size() > kStoredArgumentsBytes) {
+      // The conversation keeps a short stand-in for the refused arguments (valid JSON, so either wire
+      // format carries it): the model has the refusal, and the request does not carry them every turn.
+      auto& sent = messages_.at(assistant_at_).tool_calls.at(static_cast<std::size_t>(&p - pending_.data()));
+      sent.arguments = json{{"omitted", fmt::format("{} bytes of arguments, refused (see the tool result); not sent "
+                                                     "again", p.call.arguments.size())}}.dump();
+    }
     llm::Message message{llm::Role::tool, content, {}, p.call.id, outcome.is_error};
     messages_.push_back(std::move(message));
     if (!outcome.format_error) turn_good_call_ = true;
@@ -408,7 +418,8 @@ class Loop {
     result_.traces = traces;
     const auto final_record = record::final(status_, reason_, solution, passed, traces, used_, overhead_summary());
     writer_.append(final_record);
-    write_file_atomically(setup_.run_dir / "result.json", final_record.dump(2) + "\n");
+    write_file_atomically(setup_.run_dir / "result.json",
+                          result_document(final_record, settings_, traces, passed).dump(2) + "\n");
     undo_.clear();
     phase_ = Phase::done;
   }
@@ -427,9 +438,24 @@ class Loop {
 
   void update_wall() { used_.wall_seconds = wall_base_ + seconds_since(process_started_); }
 
+  void log_resume(const TranscriptFile& file, const std::vector<int>& rerun) const {
+    const auto torn = file.torn.empty() ? "" : fmt::format("; a torn last line of {} bytes was cut off", file.torn.size());
+    if (phase_ == Phase::done) {
+      *setup_.log << fmt::format("d2k agent: {} ended after turn {} ({}); reporting it\n", setup_.run_dir.string(),
+                                 used_.turns, name_of(result_.status));
+    } else if (phase_ == Phase::ending) {
+      *setup_.log << fmt::format("d2k agent: {} ended after turn {} ({}) before its final evaluation; running it{}\n",
+                                 setup_.run_dir.string(), used_.turns, name_of(status_), torn);
+    } else {
+      *setup_.log << fmt::format("d2k agent: resuming {} after turn {}{}{}\n", setup_.run_dir.string(), used_.turns, torn,
+                                 rerun.empty() ? "" : fmt::format("; {} tool call(s) without a result run again", rerun.size()));
+    }
+  }
+
   void log_turn() {
     std::string calls;
-    for (const auto& p : pending_) calls += (calls.empty() ? "" : ", ") + p.call.name;
+    // A tool's name is the model's text: printed escaped and cut, it cannot forge a console line.
+    for (const auto& p : pending_) calls += (calls.empty() ? "" : ", ") + printable(p.call.name, kPrintedNameBytes);
     *setup_.log << fmt::format("[turn {}] {} | {} tokens, ${:.4f}, {:.0f} s\n", used_.turns, calls.empty() ? "(no tool call)" : calls,
                                used_.input_tokens + used_.output_tokens, used_.cost_usd, used_.wall_seconds);
   }
@@ -444,6 +470,7 @@ class Loop {
   std::vector<llm::ToolSpec> tools_;
   std::vector<llm::Message> messages_;
   std::vector<Pending> pending_;
+  std::size_t assistant_at_ = 0;  // the current turn's assistant message in messages_
   Used used_;
   int calls_ = 0;
   int streak_ = 0;             // replies in a row that were format errors
@@ -466,12 +493,24 @@ class Loop {
 };
 
 
-void check_setup(const RunSetup& setup) {
-  if (!setup.task || !setup.client) fail("agent run: no task or no model client");
+// A run that has ended needs no model client: it is reported, or its final evaluation runs.
+void check_setup(const RunSetup& setup, bool needs_model) {
+  if (!setup.task) fail("agent run: no task");
+  if (needs_model && !setup.client) fail("agent run: {}: the run goes on and needs a model client", setup.run_dir.string());
   if (setup.task->name != setup.settings.task) fail("agent run: task {} given for a run of {}", setup.task->name, setup.settings.task);
 }
 
+bool has_ended(const TranscriptFile& transcript) {
+  return std::any_of(transcript.records.begin(), transcript.records.end(),
+                     [](const json& r) { return r.value("type", "") == "end"; });
+}
+
 }  // namespace
+
+bool run_has_ended(const fs::path& run_dir) {
+  const auto file = run_dir / "transcript.jsonl";
+  return fs::exists(file) && has_ended(read_transcript(file));
+}
 
 RunSettings read_settings(const fs::path& run_dir) {
   const auto text = read_whole_file(run_dir / "run.json");
@@ -482,7 +521,7 @@ RunSettings read_settings(const fs::path& run_dir) {
 }
 
 RunResult start_run(const RunSetup& setup) {
-  check_setup(setup);
+  check_setup(setup, true);
   fs::create_directories(setup.run_dir / "workspace");
   const RunLock lock(setup.run_dir);
   if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
@@ -497,11 +536,15 @@ RunResult start_run(const RunSetup& setup) {
 }
 
 RunResult resume_run(const RunSetup& setup) {
-  check_setup(setup);
+  check_setup(setup, false);
   if (!fs::is_directory(setup.run_dir)) fail("{}: not a run folder", setup.run_dir.string());
   const RunLock lock(setup.run_dir);
   const auto file = setup.run_dir / "transcript.jsonl";
   auto transcript = read_transcript(file);
+  check_setup(setup, !has_ended(transcript));
+  // The changes this resume allowed (agent/resume_check.hpp) go into run.json before anything runs.
+  if (setup.settings.changes.size() > read_settings(setup.run_dir).changes.size())
+    write_file_atomically(setup.run_dir / "run.json", json(setup.settings).dump(2) + "\n");
   if (!transcript.torn.empty()) fs::resize_file(file, transcript.complete_bytes);
   Loop loop(setup);
   loop.set_next_seq(static_cast<int>(transcript.records.size()));

@@ -284,6 +284,21 @@ TEST(AgentRun, BudgetEndSubmitsTheBestCorrectSolution) {
   EXPECT_EQ(client.requests.size(), 3u);
   EXPECT_EQ(result.solution, "candidates/1");
   EXPECT_TRUE(result.passed) << "the correct solution checked at turn 2, not the workspace's wrong one";
+  // Issue 18, item 19: what a campaign aggregates, in result.json and the result.
+  EXPECT_EQ(result.used.output_tokens, 300);
+  EXPECT_NEAR(result.used.cost_usd, 3 * 1400e-6, 1e-9);
+  const auto doc = json::parse(*read_whole_file(f.setup.run_dir / "result.json"));
+  EXPECT_EQ(doc.at("task"), kTask);
+  EXPECT_EQ(doc.at("model"), "fake");
+  EXPECT_EQ(doc.at("condition"), "none");
+  EXPECT_EQ(doc.at("status"), "budget");
+  const auto& scores = doc.at("scores");
+  EXPECT_TRUE(scores.at("passed").get<bool>());
+  EXPECT_EQ(scores.at("final_status"), "passed");
+  EXPECT_EQ(scores.at("workloads"), task().workloads.size());
+  EXPECT_EQ(scores.at("workloads_passed"), task().workloads.size());
+  EXPECT_TRUE(scores.at("geomean_speedup").is_null()) << "no baseline was timed";
+  EXPECT_TRUE(scores.contains("geomean_percent_of_speed_of_light"));
 }
 
 // Issue 18, item 1: a write or edit of a folder once ended the run as a harness error (the undo log
@@ -586,4 +601,75 @@ TEST(AgentRun, ASecondResumeOfALiveRunIsRefusedUntilItsHolderDies) {
   EXPECT_EQ(again.status, RunStatus::budget);
   EXPECT_EQ(f.records().size(), records) << "a finished run is reported, nothing is added";
   EXPECT_TRUE(idle.requests.empty());
+}
+
+// Issue 18, item 14: a run that ended as a harness error in the middle of a turn's calls is reported
+// again without a model client, and nothing claims that its unanswered call will run again.
+TEST(AgentRun, AFinishedHarnessErrorRunIsReportedWithoutAModelOrARerun) {
+  Fixture f("harness-error");
+  set_crash_hook([](const char*) { throw std::runtime_error("the harness broke"); });
+  set_crash_spec("tool:2");
+  {
+    FakeClient client({respond({call("a", "list_files", json::object()), call("b", "read_file", {{"path", "TASK.md"}})})});
+    f.setup.client = &client;
+    const auto result = start_run(f.setup);
+    EXPECT_EQ(result.status, RunStatus::harness_error);
+  }
+  set_crash_spec("");
+  set_crash_hook(nullptr);
+  EXPECT_TRUE(run_has_ended(f.setup.run_dir));
+  const auto records = f.records().size();
+  std::ostringstream log;
+  f.setup.client = nullptr;  // no model, no key: reporting asks the model nothing
+  f.setup.log = &log;
+  const auto again = resume_run(f.setup);
+  EXPECT_EQ(again.status, RunStatus::harness_error);
+  EXPECT_NE(again.reason.find("the harness broke"), std::string::npos) << again.reason;
+  EXPECT_EQ(log.str().find("run again"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("reporting it"), std::string::npos) << log.str();
+  EXPECT_EQ(f.records().size(), records);
+  // A run that goes on still needs its model.
+  Fixture g("needs-model");
+  g.setup.settings.budget.max_turns = 2;
+  {
+    FakeClient client({respond({call("a", "list_files", json::object())}), Crash{}});
+    g.setup.client = &client;
+    EXPECT_THROW(start_run(g.setup), SimulatedCrash);
+  }
+  EXPECT_FALSE(run_has_ended(g.setup.run_dir));
+  g.setup.client = nullptr;
+  EXPECT_THROW(resume_run(g.setup), Error);
+}
+
+// Issue 18, item 18: a refused write of 3 MiB is stored once (in its response record) and not sent back
+// to the model every turn: the model sees a short stand-in and the refusal.
+TEST(AgentRun, ARefusedHugeArgumentIsStoredOnceAndNotResent) {
+  Fixture f("huge");
+  const std::string huge(3 << 20, 'x');
+  f.setup.settings.budget.max_turns = 4;
+  std::vector<Step> script = {respond({call("big", "write_file", {{"path", "big.txt"}, {"content", huge}})}),
+                              respond({call("a", "list_files", json::object())}),
+                              respond({call("b", "list_files", json::object())}),
+                              respond({call("c", "list_files", json::object())})};
+  FakeClient client(script);
+  f.setup.client = &client;
+  EXPECT_EQ(start_run(f.setup).status, RunStatus::budget);
+  const auto transcript = fs::file_size(f.setup.run_dir / "transcript.jsonl");
+  EXPECT_LT(transcript, huge.size() + (512u << 10)) << "the arguments are stored more than once";
+  const auto result = of_type(f.records(), "tool_result").at(0);
+  EXPECT_TRUE(result.at("is_error").get<bool>());
+  EXPECT_NE(result.at("content").get<std::string>().find("at most"), std::string::npos) << result.dump();
+  ASSERT_EQ(client.requests.size(), 4u);
+  for (std::size_t k = 1; k < client.requests.size(); ++k) {
+    std::size_t bytes = 0;
+    for (const auto& m : client.requests[k].messages) {
+      bytes += m.text.size();
+      for (const auto& c : m.tool_calls) bytes += c.arguments.size();
+    }
+    EXPECT_LT(bytes, 200u << 10) << "request " << k + 1 << " carries the refused arguments again";
+  }
+  const auto& stand_in = client.requests[1].messages.at(1).tool_calls.at(0);
+  EXPECT_EQ(stand_in.id, "big");
+  EXPECT_NE(stand_in.arguments.find("refused"), std::string::npos) << stand_in.arguments;
+  EXPECT_FALSE(json::parse(stand_in.arguments).is_discarded());
 }
