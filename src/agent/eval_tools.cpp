@@ -61,6 +61,9 @@ ToolOutcome ToolBox::compile(const json&) {
   options.cache_dir = env_.environment->build_cache;
   options.abi_include_dir = env_.environment->root / "include";
   options.timeout_seconds = env_.eval->build_timeout_seconds;
+  // The evaluator's sandbox: outside it a solution could #include any host file (the task's task.toml
+  // names the hidden workloads) and read it back in the compiler's log.
+  options.sandbox = env_.environment->sandbox;
   const auto build = build_solution(solution, options);
   ToolOutcome outcome;
   outcome.result = {{"ok", build.ok}, {"seconds", build.seconds}, {"log", cap_text(build.log, kLogBytes)}};

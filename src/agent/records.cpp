@@ -36,6 +36,17 @@ std::optional<T> optional_from(const nlohmann::json& j, const char* key) {
 }
 }  // namespace
 
+void to_json(nlohmann::json& j, const SettingChange& c) {
+  j = {{"option", c.option}, {"from", c.from}, {"to", c.to}, {"time", c.time}};
+}
+
+void from_json(const nlohmann::json& j, SettingChange& c) {
+  c.option = j.at("option").get<std::string>();
+  c.from = j.at("from");
+  c.to = j.at("to");
+  c.time = j.at("time").get<std::string>();
+}
+
 void to_json(nlohmann::json& j, const RunSettings& s) {
   j = {{"task", s.task},
        {"model", s.model},
@@ -54,7 +65,10 @@ void to_json(nlohmann::json& j, const RunSettings& s) {
        {"baseline", s.baseline},
        {"max_format_errors", s.max_format_errors},
        {"root", s.root},
-       {"created", s.created}};
+       {"created", s.created},
+       {"sandbox", s.sandbox},
+       {"model_entry", s.model_entry},
+       {"changes", s.changes}};
 }
 
 void from_json(const nlohmann::json& j, RunSettings& s) {
@@ -84,6 +98,9 @@ void from_json(const nlohmann::json& j, RunSettings& s) {
     s.max_format_errors = j.at("max_format_errors").get<int>();
     s.root = j.at("root").get<std::string>();
     s.created = j.value("created", "");
+    s.sandbox = j.value("sandbox", "");
+    s.model_entry = j.value("model_entry", nlohmann::json());
+    s.changes = j.value("changes", std::vector<SettingChange>{});
   } catch (const nlohmann::json::exception& e) {
     fail("run.json: {}", e.what());
   }
@@ -158,8 +175,13 @@ json response(int turn, const llm::ChatResponse& r, double cost_usd) {
 }
 
 json tool_call(int turn, int index, const llm::ToolCall& call) {
-  return {{"type", "tool_call"}, {"turn", turn}, {"index", index}, {"id", call.id}, {"name", call.name},
-          {"arguments", call.arguments}};
+  json j = {{"type", "tool_call"}, {"turn", turn}, {"index", index}, {"id", call.id}, {"name", call.name},
+            {"arguments", call.arguments}};
+  if (call.arguments.size() > kStoredArgumentsBytes) {  // the turn's response record holds them
+    j["arguments"] = nullptr;
+    j["arguments_bytes"] = call.arguments.size();
+  }
+  return j;
 }
 
 json tool_result(int turn, int index, const llm::ToolCall& call, const ToolOutcome& outcome, const std::string& content) {

@@ -14,6 +14,8 @@
 
 namespace d2k::agent {
 
+void to_json(nlohmann::json& j, const SettingChange& value);
+void from_json(const nlohmann::json& j, SettingChange& value);
 void to_json(nlohmann::json& j, const RunSettings& value);
 void from_json(const nlohmann::json& j, RunSettings& value);
 void to_json(nlohmann::json& j, const Candidate& value);

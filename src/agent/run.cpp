@@ -9,8 +9,11 @@
 #include "agent/prompt.hpp"
 #include "core/timestamp.hpp"
 #include "agent/records.hpp"
+#include "agent/result_file.hpp"
+#include "agent/run_lock.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
+#include "agent/undo_log.hpp"
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -29,12 +32,25 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 constexpr const char* kNudge =
     "Your response called no tool. Work through the tools (see the system prompt); call submit when you are done.";
 constexpr uint64_t kFinalSalt = 0x66696e616cull;  // "final": the final evaluation's seed, apart from every tool call's
+// A tool result is flushed to disk when its tool worked longer than this: losing it would cost that work
+// again, which dwarfs a flush (about 1.5 ms on a shared disk). Cheaper results wait for the turn's budget
+// record, so that a turn of 50 file calls does not pay 50 flushes.
+constexpr double kFlushToolSeconds = 0.1;
+constexpr std::size_t kPrintedNameBytes = 40;  // of a tool name on the console (tool names are short; a model's need not be)
 
 struct Pending {
   llm::ToolCall call;
   int index = -1;
   bool recorded = false;
   bool done = false;
+  bool ran = false;  // done, and the tool ran: not a call after submit, answered "not run"
+};
+
+// Moves a vector back where it was lent from when the scope ends.
+struct MovedBack {
+  std::vector<llm::Message>& home;
+  std::vector<llm::Message>& lent;
+  ~MovedBack() { home = std::move(lent); }
 };
 
 class Loop {
@@ -43,7 +59,8 @@ class Loop {
       : setup_(setup),
         settings_(setup.settings),
         writer_(setup.run_dir / "transcript.jsonl"),
-        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}) {}
+        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}),
+        undo_(setup.run_dir / "undo") {}
 
   void fresh() {
     PromptInputs inputs;
@@ -124,14 +141,13 @@ class Loop {
     }
     wall_base_ = used_.wall_seconds;
     if (phase_ == Phase::fresh) fail("{}: the transcript has no prompt record", (setup_.run_dir / "transcript.jsonl").string());
+    // A run that has ended runs no tool again, whatever calls its last turn left without a result.
+    const bool ended = phase_ == Phase::ending || phase_ == Phase::done;
     std::vector<int> rerun;
     for (const auto& p : pending_)
-      if (p.recorded && !p.done) rerun.push_back(p.index);
+      if (p.recorded && !p.done && !ended) rerun.push_back(p.index);
     if (phase_ != Phase::done) writer_.append(record::resume(used_.turns, file.torn, rerun));
-    if (setup_.log)
-      *setup_.log << fmt::format("d2k agent: resuming {} after turn {}{}{}\n", setup_.run_dir.string(), used_.turns,
-                                 file.torn.empty() ? "" : fmt::format("; a torn last line of {} bytes was cut off", file.torn.size()),
-                                 rerun.empty() ? "" : fmt::format("; {} tool call(s) without a result run again", rerun.size()));
+    if (setup_.log) log_resume(file, rerun);
   }
 
   void set_next_seq(int seq) { writer_.set_next_seq(seq); }
@@ -153,6 +169,7 @@ class Loop {
       }
     }
     result_.turns = used_.turns;
+    result_.used = used_;
     const auto summary = overhead_summary();
     result_.overhead_mean_ms = summary.value("mean_ms", 0.0);
     result_.overhead_max_ms = summary.value("max_ms", 0.0);
@@ -184,11 +201,10 @@ class Loop {
         return;
       }
       case Phase::awaiting: {
-        llm::ChatRequest request{system_, messages_, tools_};
         const auto started = Clock::now();
         llm::ChatResponse response;
         try {
-          response = setup_.client->complete(request);
+          response = ask();
         } catch (const llm::ChatError& e) {
           model_seconds_ += seconds_since(started);
           const json error = {{"kind", llm::to_string(e.kind())}, {"http_status", e.http_status()},
@@ -233,6 +249,7 @@ class Loop {
           overheads_.push_back(overhead->overhead_ms);
         }
         writer_.append(record::budget(used_.turns, used_, streak_, overhead));
+        undo_.clear();  // the budget record's flush took the turn's results to disk
         // The next turn's overhead starts here, so that this record's own write is counted too.
         turn_started_ = mark;
         measured_ = true;
@@ -250,8 +267,17 @@ class Loop {
     }
   }
 
+  // One model response. The conversation moves into the request and back, however complete() ends:
+  // a copy of it would cost time every turn.
+  llm::ChatResponse ask() {
+    llm::ChatRequest request{system_, std::move(messages_), tools_};
+    const MovedBack moved_back{messages_, request.messages};
+    return setup_.client->complete(request);
+  }
+
   void begin_turn(const llm::Message& message) {
     messages_.push_back(message);
+    assistant_at_ = messages_.size() - 1;
     messages_.back().role = llm::Role::assistant;
     pending_.clear();
     for (const auto& call : message.tool_calls) pending_.push_back(Pending{call});
@@ -265,85 +291,67 @@ class Loop {
   }
 
   void run_tools() {
+    prepare_undo();
     for (auto& p : pending_) {
       if (p.done) continue;
       if (!p.recorded) {
+        // Not flushed: a call whose record a machine crash loses gets the same index again (indices
+        // follow the records) and runs again after the undo log has put its files back.
         p.index = calls_++;
-        // Flushed only before a tool that changes a file: the undo log of resume depends on it.
-        writer_.append(record::tool_call(used_.turns, p.index, p.call),
-                       toolbox_.mutated_file(p.call.name, p.call.arguments).has_value());
+        writer_.append(record::tool_call(used_.turns, p.index, p.call), false);
         p.recorded = true;
       } else {
-        restore(p.index);  // a resumed call: undo what its first run may have changed
-        measured_ = false;
+        measured_ = false;  // a resumed call
       }
       ToolOutcome outcome;
       if (turn_submitted_) {
         outcome.result = {{"error", "not run: submit ended the run"}};
         outcome.is_error = true;
       } else {
-        save(p);
         outcome = toolbox_.run(p.call.name, p.call.arguments, p.index);
       }
       tool_seconds_ += outcome.seconds;
       crash_point("tool");
       const auto content = cap_text(dump_json(outcome.result), kResultBytes);
-      writer_.append(record::tool_result(used_.turns, p.index, p.call, outcome, content));
-      forget(p.index);
+      writer_.append(record::tool_result(used_.turns, p.index, p.call, outcome, content), outcome.seconds > kFlushToolSeconds);
       take_result(p, outcome, content);
     }
   }
 
+  // Before a turn's calls run. A fresh turn saves the files its writes and edits name (one flush); a
+  // resumed turn whose save exists puts them back and applies the writes and edits that already have a
+  // result again, so that the calls without one see the workspace they first saw.
+  void prepare_undo() {
+    if (undo_.restore(used_.turns)) {
+      measured_ = false;
+      for (const auto& p : pending_)
+        if (p.done && p.ran && toolbox_.mutated_file(p.call.name, p.call.arguments))
+          toolbox_.run(p.call.name, p.call.arguments, p.index);
+      return;
+    }
+    std::vector<fs::path> files;
+    for (const auto& p : pending_)
+      if (auto file = toolbox_.mutated_file(p.call.name, p.call.arguments)) files.push_back(*file);
+    undo_.save(used_.turns, files);
+  }
+
   void take_result(Pending& p, const ToolOutcome& outcome, const std::string& content) {
+    if (outcome.is_error && p.call.arguments.size() > kStoredArgumentsBytes) {
+      // The conversation keeps a short stand-in for the refused arguments (valid JSON, so either wire
+      // format carries it): the model has the refusal, and the request does not carry them every turn.
+      auto& sent = messages_.at(assistant_at_).tool_calls.at(static_cast<std::size_t>(&p - pending_.data()));
+      sent.arguments = json{{"omitted", fmt::format("{} bytes of arguments, refused (see the tool result); not sent "
+                                                     "again", p.call.arguments.size())}}.dump();
+    }
     llm::Message message{llm::Role::tool, content, {}, p.call.id, outcome.is_error};
     messages_.push_back(std::move(message));
     if (!outcome.format_error) turn_good_call_ = true;
     p.done = true;
+    p.ran = !turn_submitted_;
     if (std::all_of(pending_.begin(), pending_.end(), [](const Pending& q) { return q.done; }))
       streak_ = turn_good_call_ ? 0 : streak_ + 1;
     if (outcome.candidate) candidates_.push_back(*outcome.candidate);
     if (outcome.submitted) submitted_ = turn_submitted_ = true;
-  }
-
-  // The undo log of write_file and edit_file: the file as it was, saved before the call runs and
-  // dropped once its result is recorded. A kill in between leaves it for restore().
-  fs::path undo_dir() const { return setup_.run_dir / "undo"; }
-
-  void save(const Pending& p) {
-    const auto file = toolbox_.mutated_file(p.call.name, p.call.arguments);
-    if (!file) return;
-    // A folder, FIFO or device at the path: the tool refuses it and changes nothing, so there is
-    // nothing to undo, and reading it as a file would fail (a folder) or block (a FIFO).
-    std::error_code error;
-    const auto status = fs::status(*file, error);
-    if (fs::exists(status) && !fs::is_regular_file(status)) return;
-    fs::create_directories(undo_dir());
-    const auto before = read_whole_file(*file);
-    if (before) write_file_atomically(undo_dir() / fmt::format("{}.content", p.index), *before);
-    json meta = {{"path", file->string()}, {"existed", before.has_value()}};
-    write_file_atomically(undo_dir() / fmt::format("{}.json", p.index), dump_json(meta));
-  }
-
-  void restore(int index) {
-    const auto meta_file = undo_dir() / fmt::format("{}.json", index);
-    const auto text = read_whole_file(meta_file);
-    if (!text) return;  // killed before anything was changed
-    const auto meta = json::parse(*text);
-    const fs::path file = meta.at("path").get<std::string>();
-    if (meta.at("existed").get<bool>()) {
-      const auto before = read_whole_file(undo_dir() / fmt::format("{}.content", index));
-      if (!before) fail("the undo log of tool call {} lacks the file's content", index);
-      write_file_atomically(file, *before);
-    } else {
-      std::error_code ignored;
-      fs::remove(file, ignored);
-    }
-  }
-
-  void forget(int index) {
-    std::error_code ignored;
-    fs::remove(undo_dir() / fmt::format("{}.json", index), ignored);
-    fs::remove(undo_dir() / fmt::format("{}.content", index), ignored);
   }
 
   void end(RunStatus status, const std::string& reason, const json& error = nullptr) {
@@ -410,7 +418,9 @@ class Loop {
     result_.traces = traces;
     const auto final_record = record::final(status_, reason_, solution, passed, traces, used_, overhead_summary());
     writer_.append(final_record);
-    write_file_atomically(setup_.run_dir / "result.json", final_record.dump(2) + "\n");
+    write_file_atomically(setup_.run_dir / "result.json",
+                          result_document(final_record, settings_, traces, passed).dump(2) + "\n");
+    undo_.clear();
     phase_ = Phase::done;
   }
 
@@ -428,9 +438,24 @@ class Loop {
 
   void update_wall() { used_.wall_seconds = wall_base_ + seconds_since(process_started_); }
 
+  void log_resume(const TranscriptFile& file, const std::vector<int>& rerun) const {
+    const auto torn = file.torn.empty() ? "" : fmt::format("; a torn last line of {} bytes was cut off", file.torn.size());
+    if (phase_ == Phase::done) {
+      *setup_.log << fmt::format("d2k agent: {} ended after turn {} ({}); reporting it\n", setup_.run_dir.string(),
+                                 used_.turns, name_of(result_.status));
+    } else if (phase_ == Phase::ending) {
+      *setup_.log << fmt::format("d2k agent: {} ended after turn {} ({}) before its final evaluation; running it{}\n",
+                                 setup_.run_dir.string(), used_.turns, name_of(status_), torn);
+    } else {
+      *setup_.log << fmt::format("d2k agent: resuming {} after turn {}{}{}\n", setup_.run_dir.string(), used_.turns, torn,
+                                 rerun.empty() ? "" : fmt::format("; {} tool call(s) without a result run again", rerun.size()));
+    }
+  }
+
   void log_turn() {
     std::string calls;
-    for (const auto& p : pending_) calls += (calls.empty() ? "" : ", ") + p.call.name;
+    // A tool's name is the model's text: printed escaped and cut, it cannot forge a console line.
+    for (const auto& p : pending_) calls += (calls.empty() ? "" : ", ") + printable(p.call.name, kPrintedNameBytes);
     *setup_.log << fmt::format("[turn {}] {} | {} tokens, ${:.4f}, {:.0f} s\n", used_.turns, calls.empty() ? "(no tool call)" : calls,
                                used_.input_tokens + used_.output_tokens, used_.cost_usd, used_.wall_seconds);
   }
@@ -439,11 +464,13 @@ class Loop {
   const RunSettings& settings_;
   TranscriptWriter writer_;
   ToolBox toolbox_;
+  UndoLog undo_;
   Phase phase_ = Phase::fresh;
   std::string system_;
   std::vector<llm::ToolSpec> tools_;
   std::vector<llm::Message> messages_;
   std::vector<Pending> pending_;
+  std::size_t assistant_at_ = 0;  // the current turn's assistant message in messages_
   Used used_;
   int calls_ = 0;
   int streak_ = 0;             // replies in a row that were format errors
@@ -466,12 +493,24 @@ class Loop {
 };
 
 
-void check_setup(const RunSetup& setup) {
-  if (!setup.task || !setup.client) fail("agent run: no task or no model client");
+// A run that has ended needs no model client: it is reported, or its final evaluation runs.
+void check_setup(const RunSetup& setup, bool needs_model) {
+  if (!setup.task) fail("agent run: no task");
+  if (needs_model && !setup.client) fail("agent run: {}: the run goes on and needs a model client", setup.run_dir.string());
   if (setup.task->name != setup.settings.task) fail("agent run: task {} given for a run of {}", setup.task->name, setup.settings.task);
 }
 
+bool has_ended(const TranscriptFile& transcript) {
+  return std::any_of(transcript.records.begin(), transcript.records.end(),
+                     [](const json& r) { return r.value("type", "") == "end"; });
+}
+
 }  // namespace
+
+bool run_has_ended(const fs::path& run_dir) {
+  const auto file = run_dir / "transcript.jsonl";
+  return fs::exists(file) && has_ended(read_transcript(file));
+}
 
 RunSettings read_settings(const fs::path& run_dir) {
   const auto text = read_whole_file(run_dir / "run.json");
@@ -482,9 +521,10 @@ RunSettings read_settings(const fs::path& run_dir) {
 }
 
 RunResult start_run(const RunSetup& setup) {
-  check_setup(setup);
-  if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
+  check_setup(setup, true);
   fs::create_directories(setup.run_dir / "workspace");
+  const RunLock lock(setup.run_dir);
+  if (fs::exists(setup.run_dir / "transcript.jsonl")) fail("{} already holds a run; use --resume", setup.run_dir.string());
   auto settings = setup.settings;
   if (settings.created.empty()) settings.created = utc_timestamp();
   write_file_atomically(setup.run_dir / "run.json", json(settings).dump(2) + "\n");
@@ -496,9 +536,15 @@ RunResult start_run(const RunSetup& setup) {
 }
 
 RunResult resume_run(const RunSetup& setup) {
-  check_setup(setup);
+  check_setup(setup, false);
+  if (!fs::is_directory(setup.run_dir)) fail("{}: not a run folder", setup.run_dir.string());
+  const RunLock lock(setup.run_dir);
   const auto file = setup.run_dir / "transcript.jsonl";
   auto transcript = read_transcript(file);
+  check_setup(setup, !has_ended(transcript));
+  // The changes this resume allowed (agent/resume_check.hpp) go into run.json before anything runs.
+  if (setup.settings.changes.size() > read_settings(setup.run_dir).changes.size())
+    write_file_atomically(setup.run_dir / "run.json", json(setup.settings).dump(2) + "\n");
   if (!transcript.torn.empty()) fs::resize_file(file, transcript.complete_bytes);
   Loop loop(setup);
   loop.set_next_seq(static_cast<int>(transcript.records.size()));

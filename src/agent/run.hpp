@@ -21,7 +21,7 @@ struct RunSetup {
   const Task* task = nullptr;
   EvalEnvironment environment;           // device, ceilings, caches, root, worker, sandbox
   EvalSettings eval;                     // timing and timeouts; workloads and seed come from settings
-  llm::ChatClient* client = nullptr;
+  llm::ChatClient* client = nullptr;    // may be null for a run that has ended (run_has_ended)
   std::function<double(const llm::Usage&)> cost_usd;  // the model's prices (llm::cost_usd); none: free
   std::filesystem::path run_dir;
   std::ostream* log = nullptr;           // a line per turn, for people
@@ -34,6 +34,7 @@ struct RunResult {
   bool passed = false;   // the final evaluation passed every workload (or a design was submitted)
   std::vector<Trace> traces;
   int turns = 0;
+  Used used;             // tokens, cost and wall time of the whole run
   double overhead_mean_ms = 0;
   double overhead_max_ms = 0;
 };
@@ -46,6 +47,10 @@ RunResult start_run(const RunSetup& setup);
 // tool calls without a result are run again (a write or edit first undone), and nothing already
 // recorded is repeated. A run that had ended is reported again, not rerun.
 RunResult resume_run(const RunSetup& setup);
+
+// Whether the run in run_dir has ended (its transcript holds an end record): resuming it asks the
+// model nothing, so it needs no client, no models file and no API key.
+bool run_has_ended(const std::filesystem::path& run_dir);
 
 // run.json of a run folder.
 RunSettings read_settings(const std::filesystem::path& run_dir);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/budget.hpp"
 #include "agent/condition.hpp"
 #include "core/device.hpp"
@@ -21,6 +23,14 @@ enum class RunStatus { submitted, budget, context_overflow, api_error, format_er
 
 std::string_view name_of(RunStatus status);
 std::optional<RunStatus> parse_run_status(std::string_view name);
+
+// An option a resume changed (run.json's `changes`): one that does not change the experiment.
+struct SettingChange {
+  std::string option;   // as given on the command line: --sandbox, --max-cost-usd, --models
+  nlohmann::json from;  // the run's value before, as run.json holds it
+  nlohmann::json to;
+  std::string time;     // ISO 8601, UTC
+};
 
 struct RunSettings {
   std::string task;
@@ -40,6 +50,11 @@ struct RunSettings {
   int max_format_errors = 5;  // in a row
   std::string root;           // the d2k tree the run was started with
   std::string created;        // ISO 8601, UTC
+  std::string sandbox;        // the sandbox mode of builds and workers (strict, best-effort, off); empty: not recorded
+  // The models file's entry for the model, its fields that decide the experiment (agent/resume_check.hpp
+  // model_entry); null where not recorded.
+  nlohmann::json model_entry;
+  std::vector<SettingChange> changes;  // what resumes changed, in order
 };
 
 }  // namespace d2k::agent

@@ -94,6 +94,10 @@ inline constexpr std::size_t kLogBytes = 8 * 1024;
 inline constexpr std::size_t kListEntries = 500;
 inline constexpr std::size_t kWriteBytes = 1 << 20;
 inline constexpr std::size_t kResultBytes = 32 * 1024;
+// Arguments longer than this are stored once, in the response record (a tool_call record gives their
+// size), and those of a refused call are not sent back to the model: a refused 50 MB write_file once made
+// a 105 MB transcript and 52 MB requests, every turn.
+inline constexpr std::size_t kStoredArgumentsBytes = 64 * 1024;
 
 }  // namespace d2k::agent
 

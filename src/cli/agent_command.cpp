@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "agent/resume_check.hpp"
 #include "agent/run.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_options.hpp"
@@ -16,6 +17,8 @@
 #include "core/error.hpp"
 #include "core/summary.hpp"
 #include "core/task_loader.hpp"
+#include "core/text.hpp"
+#include "core/timestamp.hpp"
 #include "llm/model_config.hpp"
 
 namespace d2k {
@@ -61,6 +64,37 @@ const llm::ModelConfig& find_model(const std::map<std::string, llm::ModelConfig>
   fail("--model: {} has no model '{}' (it has: {})", file, name, known);
 }
 
+// The options given with --resume, as the run.json values they would set (agent/resume_check.hpp
+// refuses those that change the experiment). Read before resume_options replaces the run options.
+std::vector<GivenOption> given_options(const CLI::App& command, const AgentOptions& agent) {
+  std::vector<GivenOption> given;
+  const auto add = [&](const char* option, const char* field, const auto& value) {
+    if (command.count(option) > 0) given.push_back({option, field, nlohmann::json(value)});
+  };
+  add("--task", "/task", agent.task);
+  add("--model", "/model", agent.model);
+  if (command.count("--condition") > 0) {
+    const auto condition = parse_condition(agent.condition);
+    if (!condition) fail("--condition: unknown condition '{}' (none, L1, L1+L2, L1+L2+L3, design-only)", agent.condition);
+    given.push_back({"--condition", "/condition", std::string(name_of(*condition))});
+  }
+  add("--turns", "/budget/max_turns", agent.turns);
+  add("--max-tokens-total", "/budget/max_tokens_total", agent.max_tokens_total.value_or(0));
+  add("--max-cost-usd", "/budget/max_cost_usd", agent.max_cost_usd.value_or(0));
+  add("--max-wall-seconds", "/budget/max_wall_seconds", agent.max_wall_seconds.value_or(0));
+  add("--seed", "/seed", agent.run.seed);
+  if (command.count("--device") > 0)  // auto: the device it chooses on this machine
+    given.push_back({"--device", "/device", std::string(name_of(resolve_device({.device = agent.run.device})))});
+  add("--workload", "/workloads", agent.run.workloads);
+  add("--max-seconds", "/timing/max_seconds", agent.run.max_seconds);
+  add("--min-samples", "/timing/min_samples", agent.run.min_samples);
+  add("--warmup", "/timing/warmup", agent.run.warmup);
+  add("--timeout", "/worker_timeout_seconds", agent.run.timeout);
+  add("--no-baseline", "/baseline", !agent.run.no_baseline);
+  add("--sandbox", "/sandbox", agent.run.sandbox);
+  return given;
+}
+
 // A resumed run evaluates as it was started: its recorded settings replace the run options.
 void resume_options(const RunSettings& settings, RunOptions& run) {
   run.device = std::string(name_of(settings.device));
@@ -70,6 +104,7 @@ void resume_options(const RunSettings& settings, RunOptions& run) {
   run.warmup = settings.timing_warmup;
   run.timeout = settings.worker_timeout_seconds;
   run.no_baseline = !settings.baseline;
+  if (!settings.sandbox.empty()) run.sandbox = settings.sandbox;
 }
 
 // The settings of a new run, from the command line.
@@ -101,26 +136,76 @@ RunSettings new_settings(const AgentOptions& agent) {
   settings.timing_warmup = run.warmup;
   settings.worker_timeout_seconds = run.timeout;
   settings.baseline = !run.no_baseline;
+  settings.sandbox = run.sandbox;
   return settings;
 }
 
-int run_agent(AgentOptions agent, const GlobalOptions& global) {
+// The settings of the run in run_dir with the options given to its resume applied. A run that has
+// ended is reported as it is: an option that would change its experiment is still refused, the others
+// are not recorded (nothing runs).
+RunSettings resumed_settings(const fs::path& run_dir, bool ended, const CLI::App& command, AgentOptions& agent) {
+  auto settings = read_settings(run_dir);
+  auto changed = settings;
+  apply_resume_options(changed, given_options(command, agent), utc_timestamp());
+  if (auto why = invalid(changed.budget)) fail("{}", *why);
+  if (!ended) {
+    for (auto c = changed.changes.begin() + static_cast<std::ptrdiff_t>(settings.changes.size()); c != changed.changes.end(); ++c)
+      std::cerr << fmt::format("d2k agent: {} changes {} to {} (recorded in run.json)\n", c->option, c->from.dump(), c->to.dump());
+    settings = changed;
+  }
+  resume_options(settings, agent.run);
+  return settings;
+}
+
+// The model's client, with a line on stderr before each retry's wait. For a resume, the models file
+// (--models, else the recorded one) must give the model the entry and prices the run started with.
+std::unique_ptr<llm::ChatClient> model_client(RunSettings& settings, const AgentOptions& agent, bool resuming,
+                                              llm::Prices& prices) {
+  const auto file = agent.models_file.empty() ? settings.models_file : fs::absolute(agent.models_file).string();
+  const auto models = llm::load_models(file);
+  const auto& model = find_model(models, settings.model, file);
+  if (resuming) check_model_entry(settings, model, file, utc_timestamp());
+  else settings.model_entry = model_entry(model);
+  prices = model.prices;
+  llm::ClientOptions options;
+  options.on_retry = [](const llm::RetryNotice& n) {
+    std::cerr << fmt::format("d2k agent: the model's endpoint: attempt {} of {} failed ({}); retrying in {:.1f} s\n",
+                             n.attempt, n.max_attempts, printable(n.why, 300), n.wait_seconds);
+  };
+  return llm::make_client(model, options);
+}
+
+void print_summary(const fs::path& run_dir, const RunResult& result) {
+  if (!result.traces.empty()) print_trace_table(std::cout, result.traces, summarize_run(result.traces));
+  // The reason may quote an endpoint's error body: printed escaped, it cannot forge console lines.
+  std::cout << fmt::format("run {}: {} ({}) after {} turns; final solution: {}; final evaluation {}\n", run_dir.string(),
+                           name_of(result.status), printable(result.reason, 1000), result.turns,
+                           result.solution.empty() ? "none" : result.solution, result.passed ? "passed" : "not passed");
+  const auto& u = result.used;
+  std::cout << fmt::format("tokens: {} input ({} cached), {} output; cost ${:.4f}; {:.0f} s\n", u.input_tokens,
+                           u.cached_input_tokens, u.output_tokens, u.cost_usd, u.wall_seconds);
+  std::cout << fmt::format("harness overhead per turn: mean {:.2f} ms, max {:.2f} ms\n", result.overhead_mean_ms,
+                           result.overhead_max_ms);
+}
+
+int run_agent(AgentOptions agent, const GlobalOptions& global, const CLI::App& command) {
   RunSettings settings;
   fs::path run_dir;
   std::string root = global.root;
   const bool resuming = !agent.resume.empty();
+  bool ended = false;  // a resumed run that has ended: reported, its model never asked
   if (resuming) {
     run_dir = fs::absolute(agent.resume);
-    settings = read_settings(run_dir);
+    ended = run_has_ended(run_dir);
+    settings = resumed_settings(run_dir, ended, command, agent);
     if (root.empty()) root = settings.root;
-    resume_options(settings, agent.run);
-    if (!agent.models_file.empty()) settings.models_file = fs::absolute(agent.models_file).string();
   } else {
     settings = new_settings(agent);
   }
 
-  const auto models = llm::load_models(settings.models_file);
-  const auto& model = find_model(models, settings.model, settings.models_file);
+  std::unique_ptr<llm::ChatClient> client;
+  llm::Prices prices;
+  if (!ended) client = model_client(settings, agent, resuming, prices);
   const auto context = make_context(root);
   const Task task = load_task(context.tasks_dir, settings.task);
   const auto environment = make_environment(environment_options(agent.run, context));
@@ -136,26 +221,20 @@ int run_agent(AgentOptions agent, const GlobalOptions& global) {
                                               folder_name(settings.model), timestamp(), random() & 0xffff));
   }
 
-  auto client = llm::make_client(model);
   RunSetup setup;
   setup.settings = settings;
   setup.task = &task;
   setup.environment = environment;
   setup.eval = eval;
   setup.client = client.get();
-  setup.cost_usd = [prices = model.prices](const llm::Usage& usage) { return llm::cost_usd(usage, prices); };
+  setup.cost_usd = [prices](const llm::Usage& usage) { return llm::cost_usd(usage, prices); };
   setup.run_dir = run_dir;
   setup.log = &std::cerr;
-  std::cerr << fmt::format("d2k agent: {} {} on {} with {} ({}), run folder {}\n", resuming ? "resuming" : "starting",
-                           name_of(settings.condition), settings.task, settings.model, name_of(environment.device), run_dir.string());
+  std::cerr << fmt::format("d2k agent: {} {} on {} with {} ({}), run folder {}\n",
+                           ended ? "reporting" : resuming ? "resuming" : "starting", name_of(settings.condition),
+                           settings.task, settings.model, name_of(environment.device), run_dir.string());
   const auto result = resuming ? resume_run(setup) : start_run(setup);
-
-  if (!result.traces.empty()) print_trace_table(std::cout, result.traces, summarize_run(result.traces));
-  std::cout << fmt::format("run {}: {} ({}) after {} turns; final solution: {}; final evaluation {}\n", run_dir.string(),
-                           name_of(result.status), result.reason, result.turns,
-                           result.solution.empty() ? "none" : result.solution, result.passed ? "passed" : "not passed");
-  std::cout << fmt::format("harness overhead per turn: mean {:.2f} ms, max {:.2f} ms\n", result.overhead_mean_ms,
-                           result.overhead_max_ms);
+  print_summary(run_dir, result);
   if (result.status == RunStatus::harness_error) return 2;
   return result.passed ? 0 : 1;
 }
@@ -179,7 +258,7 @@ Command add_agent_command(CLI::App& app, const GlobalOptions& global) {
   command->add_option("--runs-dir", options->runs_dir, "where run folders go (default: <cache>/runs)");
   command->add_option("--resume", options->resume, "continue the run in this folder (after a kill, say)");
   add_run_options(*command, options->run, RunOptionsFor::agent);
-  return {command, [options, &global] { return run_agent(*options, global); }};
+  return {command, [options, &global, command] { return run_agent(*options, global, *command); }};
 }
 
 }  // namespace d2k

@@ -49,4 +49,41 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Code points a terminal acts on instead of showing: C0 and C1 controls, DEL, and the bidirectional
+// embeddings, overrides and isolates that reorder what follows them on the line.
+bool acts_on_terminal(uint32_t code) {
+  return code < 0x20 || (code >= 0x7F && code <= 0x9F) || (code >= 0x202A && code <= 0x202E) ||
+         (code >= 0x2066 && code <= 0x2069) || code == 0x200E || code == 0x200F || code == 0x061C;
+}
+
+std::string escaped(uint32_t code) {
+  switch (code) {
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: return code < 0x80 ? fmt::format("\\x{:02x}", code) : fmt::format("\\u{:04x}", code);
+  }
+}
+
+}  // namespace
+
+std::string printable(std::string_view text, std::size_t max_bytes) {
+  const std::string valid = valid_utf8(text);  // every sequence below is then well formed
+  std::string out;
+  std::size_t i = 0;
+  while (i < valid.size() && out.size() < max_bytes) {
+    const auto lead = static_cast<unsigned char>(valid[i]);
+    const std::size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    uint32_t code = length == 1 ? lead : lead & (0x7F >> length);
+    for (std::size_t k = 1; k < length; ++k) code = code << 6 | (static_cast<unsigned char>(valid[i + k]) & 0x3F);
+    if (acts_on_terminal(code)) out += escaped(code);
+    else out.append(valid, i, length);
+    i += length;
+  }
+  if (i < valid.size()) out += fmt::format("... ({} more bytes)", valid.size() - i);
+  return out;
+}
+
 }  // namespace d2k

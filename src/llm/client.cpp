@@ -37,6 +37,7 @@ class HttpChatClient : public ChatClient {
       : config_(std::move(config)),
         key_(std::move(key)),
         clock_(options.clock ? options.clock : system_clock()),
+        on_retry_(options.on_retry),
         rng_(options.seed ? *options.seed : std::random_device{}()),
         limiter_(rate_limiter_for(config_.base_url, config_.requests_per_minute)) {
     bool openai = config_.provider == Provider::openai;
@@ -69,7 +70,7 @@ class HttpChatClient : public ChatClient {
           throw ChatError(ChatError::Kind::network, 0, fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt),
                           attempt, "");
         }
-        wait(backoff(config_.retry, attempt, rng_));
+        retry(attempt, max_attempts, error.what(), backoff(config_.retry, attempt, rng_));
         continue;
       }
       if (response.status >= 200 && response.status < 300) {
@@ -98,18 +99,22 @@ class HttpChatClient : public ChatClient {
                         attempt, response.body);
       }
       auto asked = retry_after(response, clock_->unix_time());
-      wait(asked ? std::min(*asked, config_.retry.max_delay_s) : backoff(config_.retry, attempt, rng_));
+      retry(attempt, max_attempts, fmt::format("HTTP {} {}: {}", response.status, to_string(kind), error.message),
+            asked ? std::min(*asked, config_.retry.max_delay_s) : backoff(config_.retry, attempt, rng_));
     }
   }
 
  private:
-  void wait(double seconds) {
+  // Says so (on_retry), then waits before the next attempt.
+  void retry(int attempt, int max_attempts, std::string why, double seconds) {
+    if (on_retry_) on_retry_(RetryNotice{attempt, max_attempts, std::move(why), seconds});
     if (seconds > 0) clock_->sleep(seconds);
   }
 
   ModelConfig config_;
   std::string key_;
   std::shared_ptr<Clock> clock_;
+  std::function<void(const RetryNotice&)> on_retry_;
   std::mt19937_64 rng_;
   std::shared_ptr<RateLimiter> limiter_;
   std::string url_;

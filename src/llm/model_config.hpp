@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,9 +63,19 @@ double cost_usd(const Usage& usage, const Prices& prices);
 // ChatError(auth). Clients of one base_url share a rate limiter (requests_per_minute).
 std::unique_ptr<ChatClient> make_client(const ModelConfig& config);
 
+// A failed attempt about to be retried, for progress on a console: which attempt, why, how long the
+// client waits before the next.
+struct RetryNotice {
+  int attempt = 1;        // the attempt that failed, from 1
+  int max_attempts = 1;
+  std::string why;        // "HTTP 429 rate_limited: <the provider's message>" or the network error
+  double wait_seconds = 0;
+};
+
 struct ClientOptions {
   std::shared_ptr<Clock> clock;   // every wait (backoff, Retry-After, rate limit) goes through it; null: the system clock
   std::optional<uint64_t> seed;   // of the backoff jitter; none: a random one
+  std::function<void(const RetryNotice&)> on_retry;  // called before each retry's wait; may be empty
 };
 std::unique_ptr<ChatClient> make_client(const ModelConfig& config, const ClientOptions& options);
 

@@ -4,6 +4,9 @@
 #include <fstream>
 
 #include "agent/tools.hpp"
+#include "core/error.hpp"
+#include "eval/environment.hpp"
+#include "eval/evaluator.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -132,6 +135,54 @@ TEST(Tools, ListFilesShowsASymlinkAsALinkWithoutItsTarget) {
   ASSERT_EQ(files.size(), 2u) << files.dump();
   EXPECT_EQ(files.at(0), (json{{"path", "k.cpp"}, {"bytes", 2}}));
   EXPECT_EQ(files.at(1), (json{{"path", "link"}, {"kind", "symlink"}}));
+}
+
+// Issue 18, item 2: the compile tool builds in the evaluator's sandbox. A solution that includes host
+// files (here the task's task.toml, which names the hidden workloads, and a secret beside the run)
+// fails to compile and the log shows none of their content.
+TEST(Tools, CompileRunsInTheSandboxAndCannotShowHostFiles) {
+  const fs::path root = D2K_ROOT_DIR;
+  d2k::EvalEnvironment environment;
+  environment.device = d2k::Device::cpu;
+  environment.root = root;
+  try {
+    d2k::EnvironmentOptions options;
+    options.sandbox = "strict";
+    options.bin_dir = fs::path(D2K_SANDBOX_PATH).parent_path();
+    environment.sandbox = d2k::probe_sandbox(d2k::Device::cpu, options);
+  } catch (const d2k::Error& e) {
+    GTEST_SKIP() << "this machine cannot run the strict sandbox, so a sandboxed build cannot be tested: " << e.what();
+  }
+  d2k::EvalSettings eval;
+  eval.build_timeout_seconds = 60;
+  Box b;
+  environment.build_cache = b.dir / "builds";
+  ToolEnv env;
+  env.run_dir = b.dir;
+  env.environment = &environment;
+  env.eval = &eval;
+  ToolBox box(env);
+  const auto secret = b.dir / "secret.h";
+  const std::string token = "d2k_secret_" + std::to_string(::getpid()) + "_token";
+  { std::ofstream(secret) << token << "\n"; }
+  const auto task_toml = root / "tasks" / "moe" / "topk_softmax" / "task.toml";
+  ASSERT_TRUE(fs::exists(task_toml));
+  const std::string hidden = "olmoe-1b-7b-T999";  // a hidden workload named in task.toml
+  const std::string source = "#include \"" + secret.string() + "\"\n#include \"" + task_toml.string() + "\"\nint x;\n";
+  ASSERT_FALSE(box.run("write_file", json{{"path", "cheat.cpp"}, {"content", source}}.dump(), 0).is_error);
+  const auto compiled = box.run("compile", "{}", 1);
+  EXPECT_TRUE(compiled.is_error);
+  EXPECT_FALSE(compiled.result.at("ok").get<bool>());
+  const auto log = compiled.result.at("log").get<std::string>();
+  EXPECT_EQ(log.find(token), std::string::npos) << log;
+  EXPECT_EQ(log.find(hidden), std::string::npos) << log;
+  EXPECT_NE(log.find("d2k-sandbox: "), std::string::npos) << "the build ran outside the sandbox: " << log;
+  // The control: an honest solution builds in the same sandbox.
+  const std::string honest = "#include <cmath>\n#include \"d2k/solution.h\"\n"
+                             "extern \"C\" int d2k_run(const d2k_call*) { return int(std::sqrt(0.0)); }\n";
+  ASSERT_FALSE(box.run("write_file", json{{"path", "cheat.cpp"}, {"content", honest}}.dump(), 2).is_error);
+  const auto honest_build = box.run("compile", "{}", 3);
+  EXPECT_TRUE(honest_build.result.at("ok").get<bool>()) << honest_build.result.dump();
 }
 
 TEST(Tools, SeedsDifferPerCallAndRepeat) {

@@ -31,3 +31,19 @@ TEST(Text, CapTextKeepsHeadAndTailAndSaysWhatWasCut) {
   const std::string euros = std::string(9, 'a') + "\xE2\x82\xAC\xE2\x82\xAC" + std::string(9, 'b');
   EXPECT_NO_THROW((void)nlohmann::json(cap_text(euros, 20)).dump());
 }
+
+// Issue 18, item 13: text from a model or an endpoint printed on a console cannot forge a line or
+// drive the terminal.
+TEST(Text, PrintableEscapesWhatATerminalWouldActOn) {
+  EXPECT_EQ(printable("read_file", 64), "read_file");
+  EXPECT_EQ(printable("caf\xC3\xA9", 64), "caf\xC3\xA9");
+  EXPECT_EQ(printable("x\n[turn 9] submit | 0 tokens", 64), "x\\n[turn 9] submit | 0 tokens");
+  EXPECT_EQ(printable("\x1b[2K\r\x1b]0;owned\x07", 64), "\\x1b[2K\\r\\x1b]0;owned\\x07");
+  EXPECT_EQ(printable("\xC2\x9B" "31m", 64), "\\u009b31m");              // CSI as one C1 code
+  EXPECT_EQ(printable("a\xE2\x80\xAE" "cba", 64), "a\\u202ecba");        // right-to-left override
+  EXPECT_EQ(printable("\x7f\t", 64), "\\x7f\\t");
+  EXPECT_EQ(printable("bad\xFF", 64), "bad\xEF\xBF\xBD");
+  const auto cut = printable(std::string(1000, 'n'), 40);
+  EXPECT_EQ(cut, std::string(40, 'n') + "... (960 more bytes)");
+  for (unsigned char c : printable(std::string("\x1b\x9b\n\r\x00", 5), 64)) EXPECT_GE(c, 0x20);
+}
