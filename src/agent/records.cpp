@@ -106,7 +106,8 @@ void to_json(nlohmann::json& j, const Used& u) {
        {"cache_write_input_tokens", u.cache_write_input_tokens},
        {"output_tokens", u.output_tokens},
        {"cost_usd", u.cost_usd},
-       {"wall_seconds", u.wall_seconds}};
+       {"wall_seconds", u.wall_seconds},
+       {"estimated_responses", u.estimated_responses}};
 }
 
 }  // namespace d2k::agent
@@ -142,19 +143,26 @@ json prompt(const std::string& system, const std::string& user, const std::vecto
 json request(int turn, std::size_t messages) { return {{"type", "request"}, {"turn", turn}, {"messages", messages}}; }
 
 json response(int turn, const llm::ChatResponse& r, double cost_usd) {
-  return {{"type", "response"},
-          {"turn", turn},
-          {"text", r.message.text},
-          {"tool_calls", r.message.tool_calls},
-          {"stop_reason", r.stop_reason},
-          {"usage", {{"input_tokens", r.usage.input_tokens},
-                     {"cached_input_tokens", r.usage.cached_input_tokens},
-                     {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
-                     {"output_tokens", r.usage.output_tokens},
-                     {"raw", r.usage.raw}}},
-          {"cost_usd", cost_usd},
-          {"attempts", r.attempts},
-          {"latency_seconds", r.seconds}};
+  json usage = {{"input_tokens", r.usage.input_tokens},
+                {"cached_input_tokens", r.usage.cached_input_tokens},
+                {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
+                {"output_tokens", r.usage.output_tokens},
+                {"raw", r.usage.raw}};
+  if (r.usage.estimated) usage["estimated"] = true;
+  json j = {{"type", "response"},
+            {"turn", turn},
+            {"text", r.message.text},
+            {"tool_calls", r.message.tool_calls},
+            {"stop_reason", r.stop_reason},
+            {"usage", std::move(usage)},
+            {"cost_usd", cost_usd},
+            {"attempts", r.attempts},
+            {"latency_seconds", r.seconds}};
+  if (!r.format_error.empty()) {
+    j["format_error"] = r.format_error;
+    j["reply"] = r.raw;  // the unreadable reply's first 4 KiB, for whoever debugs the endpoint
+  }
+  return j;
 }
 
 json tool_call(int turn, int index, const llm::ToolCall& call) {
@@ -222,8 +230,11 @@ llm::Usage usage(const json& r) {
   usage.cached_input_tokens = u.at("cached_input_tokens").get<int64_t>();
   usage.cache_write_input_tokens = u.value("cache_write_input_tokens", int64_t{0});
   usage.output_tokens = u.at("output_tokens").get<int64_t>();
+  usage.estimated = u.value("estimated", false);
   usage.raw = u.at("raw");
   return usage;
 }
+
+std::string format_error(const json& r) { return r.value("format_error", ""); }
 
 }  // namespace d2k::agent::record

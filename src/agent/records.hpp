@@ -55,5 +55,7 @@ json resume(int from_turn, const std::string& torn, const std::vector<int>& reru
 // Reading a record back.
 llm::Message assistant_message(const json& response_record);
 llm::Usage usage(const json& response_record);
+// Why the endpoint's reply could not be used (llm::ChatResponse::format_error); empty for a readable one.
+std::string format_error(const json& response_record);
 
 }  // namespace d2k::agent::record

@@ -48,8 +48,19 @@ struct Usage {
   int64_t cached_input_tokens = 0;  // the part of input_tokens read from the provider's cache
   int64_t cache_write_input_tokens = 0;  // the part of input_tokens written to the cache (Anthropic bills it apart)
   int64_t output_tokens = 0;
+  // The reply lacked input_tokens or output_tokens (or was unreadable), and the missing ones were
+  // estimated from bytes (kBytesPerToken), so that a reply without usage still counts toward a budget.
+  bool estimated = false;
   nlohmann::json raw;               // the provider's usage object, as it came
 };
+
+// The rate of the estimate above: BPE tokenizers average about 4 bytes a token on English and code. A
+// request's bytes include JSON syntax and schemas, so the estimate errs high, toward tripping a budget.
+constexpr int64_t kBytesPerToken = 4;
+
+// No one response has more tokens than this (10x the largest context window): a count above it, or
+// below 0, is the endpoint's format error, never added to a run's usage.
+constexpr int64_t kMaxTokens = 100'000'000;
 
 struct ChatResponse {
   Message message;             // role assistant
@@ -58,6 +69,12 @@ struct ChatResponse {
   nlohmann::json raw;          // the provider's response body, as it came
   int attempts = 1;            // HTTP attempts it took (retries included)
   double seconds = 0;          // wall time, retries and waits included
+  // Why a 2xx reply could not be used: not JSON, invalid UTF-8 or UTF-16, not the provider's shape,
+  // over the size cap (max_reply_bytes), a token count that is negative or absurd. Empty when it could.
+  // The endpoint answered and may have billed it, so it is a response, not a ChatError: its message is
+  // empty, raw holds the reply's first 4 KiB as a string, and its usage is estimated. The caller decides
+  // what it costs (the agent loop counts a format error and asks again).
+  std::string format_error;
 };
 
 // Why a request failed for good (after the retries the kind allows). The agent loop maps each kind to
@@ -88,6 +105,7 @@ class ChatClient {
  public:
   virtual ~ChatClient() = default;
   // One model response. Retries (429, 5xx, 529, network) happen inside, with backoff; throws ChatError.
+  // A 2xx reply that cannot be used is returned with format_error set: check it.
   virtual ChatResponse complete(const ChatRequest& request) = 0;
 };
 

@@ -63,7 +63,7 @@ class HttpChatClient : public ChatClient {
       if (limiter_) limiter_->acquire(*clock_);
       HttpResponse response;
       try {
-        response = http_.post(url_, headers_, body, config_.timeout_s);
+        response = http_.post(url_, headers_, body, config_.timeout_s, config_.max_reply_bytes);
       } catch (const HttpError& error) {
         if (attempt >= max_attempts) {
           throw ChatError(ChatError::Kind::network, 0, fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt),
@@ -73,16 +73,7 @@ class HttpChatClient : public ChatClient {
         continue;
       }
       if (response.status >= 200 && response.status < 300) {
-        ChatResponse out;
-        try {
-          nlohmann::json parsed = nlohmann::json::parse(response.body);
-          out = openai ? openai_response(parsed) : anthropic_response(parsed);
-        } catch (const std::exception& error) {  // nlohmann's parse_error and WireError
-          throw ChatError(ChatError::Kind::bad_response, response.status,
-                          fmt::format("{}: {}: HTTP {} with a body that is not a {} response: {}", config_.name, url_,
-                                      response.status, to_string(config_.provider), error.what()),
-                          attempt, response.body);
-        }
+        ChatResponse out = reply(response, body.size());
         out.attempts = attempt;
         out.seconds = clock_->now() - start;
         return out;
@@ -103,6 +94,32 @@ class HttpChatClient : public ChatClient {
   }
 
  private:
+  // A 2xx reply as a response; one that cannot be used is a response with format_error set (see chat.hpp).
+  ChatResponse reply(const HttpResponse& response, std::size_t request_bytes) const {
+    ExchangeBytes bytes{request_bytes, response.body.size()};
+    std::string why;
+    if (response.too_large) {
+      why = fmt::format("the reply is larger than max_reply_bytes ({} bytes); the rest was not read", config_.max_reply_bytes);
+    } else {
+      try {
+        nlohmann::json parsed = nlohmann::json::parse(response.body);
+        return config_.provider == Provider::openai ? openai_response(parsed, bytes) : anthropic_response(parsed, bytes);
+      } catch (const std::exception& error) {  // nlohmann's parse_error (invalid UTF-8 or UTF-16 included) and WireError
+        why = error.what();
+      }
+    }
+    ChatResponse out;
+    out.message.role = Role::assistant;
+    out.stop_reason = "other:format_error";
+    out.format_error = fmt::format("{}: {}: HTTP {} with a reply that is not a {} response: {}", config_.name, url_,
+                                   response.status, to_string(config_.provider), why);
+    out.raw = response.body.substr(0, 4096);
+    out.usage.input_tokens = estimated_tokens(bytes.request);
+    out.usage.output_tokens = estimated_tokens(bytes.reply);
+    out.usage.estimated = true;
+    return out;
+  }
+
   void wait(double seconds) {
     if (seconds > 0) clock_->sleep(seconds);
   }

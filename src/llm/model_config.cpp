@@ -88,7 +88,8 @@ bool is_env_name(std::string_view name) {
 ModelConfig read_model(const Reader& reader, const std::string& name, const toml::table& table, const std::string& path) {
   reader.closed(table, path,
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p", "prices",
-                 "requests_per_minute", "timeout_s", "retry", "prompt_cache", "max_tokens_field", "extra_body"});
+                 "requests_per_minute", "timeout_s", "retry", "prompt_cache", "max_tokens_field", "extra_body",
+                 "max_reply_bytes"});
   auto field = [&](std::string_view key) { return path + "." + std::string(key); };
   auto need = [&](std::string_view key) -> const toml::node& {
     const toml::node* node = table.get(key);
@@ -168,6 +169,11 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
   }
   if (const toml::node* node = table.get("timeout_s")) {
     config.timeout_s = ranged(*node, field("timeout_s"), 0.0, std::nullopt, true, "must be > 0");
+  }
+  if (const toml::node* node = table.get("max_reply_bytes")) {
+    int64_t value = reader.integer(*node, field("max_reply_bytes"));
+    if (value < 1024 || value > (int64_t{1} << 30)) reader.bad(*node, field("max_reply_bytes"), "must be between 1024 and 1073741824");
+    config.max_reply_bytes = static_cast<std::size_t>(value);
   }
   if (const toml::node* node = table.get("prompt_cache")) {
     auto value = node->value_exact<bool>();

@@ -2,6 +2,8 @@
 // ChatResponse. Pure functions of JSON, so the retrying client (client.cpp) is the same for both.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -18,11 +20,24 @@ class WireError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The sizes of one exchange, from which missing token counts are estimated.
+struct ExchangeBytes {
+  std::size_t request = 0;
+  std::size_t reply = 0;
+};
+
 nlohmann::json openai_request(const ModelConfig& config, const ChatRequest& request);
-ChatResponse openai_response(const nlohmann::json& body);
+ChatResponse openai_response(const nlohmann::json& body, const ExchangeBytes& bytes);
 
 nlohmann::json anthropic_request(const ModelConfig& config, const ChatRequest& request);
-ChatResponse anthropic_response(const nlohmann::json& body);
+ChatResponse anthropic_response(const nlohmann::json& body, const ExchangeBytes& bytes);
+
+// A usage count of the reply: none when absent or null. A value that is not a whole number in
+// [0, kMaxTokens] throws WireError naming the field (`path`) and the value.
+std::optional<int64_t> token_count(const nlohmann::json& usage, const char* key, const std::string& path);
+
+// Tokens for `bytes` at kBytesPerToken, rounded up.
+int64_t estimated_tokens(std::size_t bytes);
 
 // What an error body says, for both providers: {"error": {"type", "code", "message"}} (OpenAI) and
 // {"type": "error", "error": {"type", "message"}} (Anthropic). Fields missing from the body stay empty.
