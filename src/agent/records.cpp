@@ -114,12 +114,16 @@ void to_json(nlohmann::json& j, const Used& u) {
 
 namespace d2k::llm {
 
-void to_json(nlohmann::json& j, const ToolCall& c) { j = {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}}; }
+void to_json(nlohmann::json& j, const ToolCall& c) {
+  j = {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}};
+  if (c.original_id) j["original_id"] = *c.original_id;
+}
 
 void from_json(const nlohmann::json& j, ToolCall& c) {
   c.id = j.at("id").get<std::string>();
   c.name = j.at("name").get<std::string>();
   c.arguments = j.at("arguments").get<std::string>();
+  if (j.contains("original_id")) c.original_id = j.at("original_id").get<std::string>();
 }
 
 void to_json(nlohmann::json& j, const ToolSpec& t) {

@@ -16,9 +16,12 @@
 namespace d2k::llm {
 
 struct ToolCall {
-  std::string id;         // the provider's id; a tool result names it back
+  std::string id;         // the provider's id, unique in the conversation; a tool result names it back
   std::string name;
   std::string arguments;  // JSON text exactly as the model sent it: it may be invalid
+  // The id as the endpoint sent it, when it was empty or not unique and the client replaced it with one
+  // of its own (d2k_call_<n>); none when the endpoint's id is kept.
+  std::optional<std::string> original_id;
 };
 
 enum class Role { user, assistant, tool };

@@ -74,6 +74,7 @@ class HttpChatClient : public ChatClient {
       }
       if (response.status >= 200 && response.status < 300) {
         ChatResponse out = reply(response, body.size());
+        make_tool_call_ids_unique(out.message.tool_calls, request.messages);
         out.attempts = attempt;
         out.seconds = clock_->now() - start;
         return out;

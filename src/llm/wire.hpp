@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,12 @@ ChatResponse anthropic_response(const nlohmann::json& body, const ExchangeBytes&
 // A usage count of the reply: none when absent or null. A value that is not a whole number in
 // [0, kMaxTokens] throws WireError naming the field (`path`) and the value.
 std::optional<int64_t> token_count(const nlohmann::json& usage, const char* key, const std::string& path);
+
+// Tool-call ids pair each call with its result in the next request: an empty one, or one already used in
+// the reply or the conversation, would make the endpoint refuse that request or pair a result with the
+// wrong call. Each such id becomes d2k_call_<n> (n: the call's place in the conversation, from 1; a
+// suffix where even that is taken), the endpoint's kept in original_id.
+void make_tool_call_ids_unique(std::vector<ToolCall>& calls, const std::vector<Message>& conversation);
 
 // Tokens for `bytes` at kBytesPerToken, rounded up.
 int64_t estimated_tokens(std::size_t bytes);

@@ -180,3 +180,29 @@ TEST(AgentRunEndpoint, ResumeRestoresAnUnreadableTurn) {
   ASSERT_EQ(received.size(), 3u);
   EXPECT_EQ(received[2].body, received[1].body);
 }
+
+// Issue 18 item 10: empty and repeated ids are replaced, recorded, and the results answer the new ids.
+TEST(AgentRunEndpoint, EmptyOrRepeatedToolCallIdsAreReplacedAndRecorded) {
+  Fixture f("ids", llm::Provider::openai, 3);
+  f.reply(scripted::openai_reply("", {list_files(""), list_files("")}));
+  f.reply(scripted::openai_reply("", {list_files("d2k_call_1")}));
+  f.reply(scripted::openai_reply("", {list_files("fine")}));
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::budget) << result.reason;
+  const auto responses = f.of_type("response");
+  ASSERT_EQ(responses.size(), 3u);
+  EXPECT_EQ(responses[0].at("tool_calls")[0].at("id"), "d2k_call_1");
+  EXPECT_EQ(responses[0].at("tool_calls")[0].at("original_id"), "");
+  EXPECT_EQ(responses[0].at("tool_calls")[1].at("id"), "d2k_call_2");
+  EXPECT_EQ(responses[1].at("tool_calls")[0].at("id"), "d2k_call_3");
+  EXPECT_EQ(responses[1].at("tool_calls")[0].at("original_id"), "d2k_call_1");
+  EXPECT_FALSE(responses[2].at("tool_calls")[0].contains("original_id"));
+  std::vector<std::string> results;
+  for (const auto& r : f.of_type("tool_result")) results.push_back(r.at("id"));
+  EXPECT_EQ(results, (std::vector<std::string>{"d2k_call_1", "d2k_call_2", "d2k_call_3", "fine"}));
+  const json last = f.server.received().back().json();
+  std::vector<std::string> answered;
+  for (const auto& m : last.at("messages"))
+    if (m.at("role") == "tool") answered.push_back(m.at("tool_call_id"));
+  EXPECT_EQ(answered, (std::vector<std::string>{"d2k_call_1", "d2k_call_2", "d2k_call_3"}));
+}
