@@ -126,6 +126,23 @@ void from_json(const nlohmann::json& j, ToolCall& c) {
   if (j.contains("original_id")) c.original_id = j.at("original_id").get<std::string>();
 }
 
+// Only what the type has: text (and signature) for thinking, data for redacted_thinking.
+void to_json(nlohmann::json& j, const Reasoning& r) {
+  j = {{"type", r.type}};
+  if (!r.text.empty() || r.data.empty()) j["text"] = r.text;
+  if (!r.signature.empty()) j["signature"] = r.signature;
+  if (!r.data.empty()) j["data"] = r.data;
+  if (r.after_calls != 0) j["after_calls"] = r.after_calls;
+}
+
+void from_json(const nlohmann::json& j, Reasoning& r) {
+  r.type = j.at("type").get<std::string>();
+  r.text = j.value("text", "");
+  r.signature = j.value("signature", "");
+  r.data = j.value("data", "");
+  r.after_calls = j.value("after_calls", 0);
+}
+
 void to_json(nlohmann::json& j, const ToolSpec& t) {
   j = {{"name", t.name}, {"description", t.description}, {"parameters", t.parameters}};
 }
@@ -153,10 +170,12 @@ json response(int turn, const llm::ChatResponse& r, double cost_usd) {
                 {"output_tokens", r.usage.output_tokens},
                 {"raw", r.usage.raw}};
   if (r.usage.estimated) usage["estimated"] = true;
+  json reasoning = r.message.reasoning;
   json j = {{"type", "response"},
             {"turn", turn},
             {"text", r.message.text},
             {"tool_calls", r.message.tool_calls},
+            {"reasoning", std::move(reasoning)},
             {"stop_reason", r.stop_reason},
             {"usage", std::move(usage)},
             {"cost_usd", cost_usd},
@@ -224,6 +243,8 @@ llm::Message assistant_message(const json& r) {
   message.role = llm::Role::assistant;
   message.text = r.at("text").get<std::string>();
   message.tool_calls = r.at("tool_calls").get<std::vector<llm::ToolCall>>();
+  // Transcripts from before reasoning was kept have none.
+  if (r.contains("reasoning")) message.reasoning = r.at("reasoning").get<std::vector<llm::Reasoning>>();
   return message;
 }
 
@@ -242,3 +263,4 @@ llm::Usage usage(const json& r) {
 std::string format_error(const json& r) { return r.value("format_error", ""); }
 
 }  // namespace d2k::agent::record
+

@@ -26,6 +26,8 @@ namespace d2k::llm {
 void to_json(nlohmann::json& j, const ToolCall& value);
 void from_json(const nlohmann::json& j, ToolCall& value);
 void to_json(nlohmann::json& j, const ToolSpec& value);
+void to_json(nlohmann::json& j, const Reasoning& value);
+void from_json(const nlohmann::json& j, Reasoning& value);
 void from_json(const nlohmann::json& j, ToolSpec& value);
 }  // namespace d2k::llm
 

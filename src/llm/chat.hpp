@@ -26,12 +26,26 @@ struct ToolCall {
 
 enum class Role { user, assistant, tool };
 
+// Reasoning that came with an assistant turn, kept to be sent back: Anthropic requires the thinking
+// blocks of a tool-use turn passed back unchanged (signature included) while the tool loop runs, and
+// OpenAI-compatible reasoning servers (DeepSeek) the reasoning_content of a tool-call turn.
+struct Reasoning {
+  // The wire's own name: "thinking" or "redacted_thinking" (Anthropic blocks), "reasoning_content" or
+  // "reasoning" (OpenAI-compatible message fields). Each client sends back only its own types.
+  std::string type;
+  std::string text;       // the reasoning; empty for redacted_thinking
+  std::string signature;  // thinking: the signature Anthropic checks when the block comes back
+  std::string data;       // redacted_thinking: the encrypted reasoning
+  int after_calls = 0;    // tool calls of the turn before it (interleaved thinking goes back in its place)
+};
+
 struct Message {
   Role role = Role::user;
   std::string text;                 // user text, assistant text, or a tool result's content
   std::vector<ToolCall> tool_calls; // assistant only
   std::string tool_call_id;         // tool only: the call this result answers
   bool is_error = false;            // tool only: the tool failed (unknown tool, bad arguments, ...)
+  std::vector<Reasoning> reasoning; // assistant only, in the order it came
 };
 
 struct ToolSpec {

@@ -19,6 +19,36 @@ json tool_input(const std::string& arguments) {
   return {{"_invalid_arguments", arguments}};
 }
 
+// The thinking blocks that came after `after_calls` tool calls, as they came.
+void add_thinking(json& content, const std::vector<Reasoning>& reasoning, int after_calls) {
+  for (const Reasoning& r : reasoning) {
+    if (r.after_calls != after_calls) continue;
+    if (r.type == "thinking") {
+      content.push_back({{"type", "thinking"}, {"thinking", r.text}, {"signature", r.signature}});
+    } else if (r.type == "redacted_thinking") {
+      content.push_back({{"type", "redacted_thinking"}, {"data", r.data}});
+    }
+  }
+}
+
+// A thinking or redacted_thinking block of a reply.
+Reasoning thinking(const json& block, const std::string& type, int after_calls) {
+  auto text = [&](const char* key) {
+    if (!block.contains(key) || !block[key].is_string()) throw WireError("a " + type + " block without " + key + ": " + block.dump());
+    return block[key].get<std::string>();
+  };
+  Reasoning out;
+  out.type = type;
+  out.after_calls = after_calls;
+  if (type == "thinking") {
+    out.text = text("thinking");
+    out.signature = text("signature");
+  } else {
+    out.data = text("data");
+  }
+  return out;
+}
+
 std::string stop_reason(const json& reason) {
   if (!reason.is_string()) return "other:" + reason.dump();
   std::string value = reason.get<std::string>();
@@ -70,10 +100,13 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
       content.insert(first_text, std::move(block));
       continue;
     }
+    add_thinking(content, message.reasoning, 0);
     // The API refuses empty text blocks.
     if (!message.text.empty()) content.push_back({{"type", "text"}, {"text", message.text}});
-    for (const ToolCall& call : message.tool_calls) {
+    for (std::size_t i = 0; i < message.tool_calls.size(); ++i) {
+      const ToolCall& call = message.tool_calls[i];
       content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
+      add_thinking(content, message.reasoning, static_cast<int>(i) + 1);
     }
   }
   json cache = {{"type", "ephemeral"}};
@@ -124,8 +157,11 @@ ChatResponse anthropic_response(const json& body, const ExchangeBytes& bytes) {
       call.name = block.value("name", "");
       call.arguments = block.contains("input") ? block["input"].dump() : "{}";
       response.message.tool_calls.push_back(std::move(call));
+    } else if (type == "thinking" || type == "redacted_thinking") {
+      response.message.reasoning.push_back(
+          thinking(block, type, static_cast<int>(response.message.tool_calls.size())));
     }
-    // Other blocks (thinking, ...) are not part of the neutral conversation; they stay in raw.
+    // Other blocks are not part of the neutral conversation; they stay in raw.
   }
   response.stop_reason = stop_reason(body.value("stop_reason", json(nullptr)));
   response.usage = usage_of(body, bytes);

@@ -31,6 +31,9 @@ json message_json(const Message& message) {
         }
         out["tool_calls"] = std::move(calls);
       }
+      for (const Reasoning& r : message.reasoning) {
+        if (r.type == "reasoning_content" || r.type == "reasoning") out[r.type] = r.text;
+      }
       return out;
     }
   }
@@ -115,6 +118,14 @@ ChatResponse openai_response(const json& body, const ExchangeBytes& bytes) {
     } else if (!content->is_null()) {
       throw WireError("choices[0].message.content is neither a string nor null");
     }
+  }
+  // reasoning_content (DeepSeek, vLLM, SGLang) or reasoning (newer vLLM, OpenRouter): kept under the
+  // name it came in, to go back under it.
+  for (const char* field : {"reasoning_content", "reasoning"}) {
+    auto it = message.find(field);
+    if (it == message.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+    response.message.reasoning.push_back({field, it->get<std::string>(), "", "", 0});
+    break;
   }
   if (auto calls = message.find("tool_calls"); calls != message.end() && !calls->is_null()) {
     if (!calls->is_array()) throw WireError("choices[0].message.tool_calls is not an array");

@@ -206,3 +206,35 @@ TEST(AgentRunEndpoint, EmptyOrRepeatedToolCallIdsAreReplacedAndRecorded) {
     if (m.at("role") == "tool") answered.push_back(m.at("tool_call_id"));
   EXPECT_EQ(answered, (std::vector<std::string>{"d2k_call_1", "d2k_call_2", "d2k_call_3"}));
 }
+
+// Issue 18 item 6: thinking blocks are recorded and sent back, by a resumed run too.
+TEST(AgentRunEndpoint, ThinkingIsRecordedAndSentBackAfterAResume) {
+  Fixture f("thinking", llm::Provider::anthropic, 2);
+  f.model.prompt_cache = false;
+  f.client = llm::make_client(f.model);
+  f.setup.client = f.client.get();
+  const json thinking = {{"type", "thinking"}, {"thinking", "List the files first."}, {"signature", "c2lnbmF0dXJl"}};
+  const json redacted = {{"type", "redacted_thinking"}, {"data", "ZW5jcnlwdGVk"}};
+  json first = scripted::anthropic_reply("", {list_files("toolu_1")});
+  first["content"].insert(first["content"].begin(), {thinking, redacted});
+  f.reply(first);
+  f.reply(scripted::anthropic_reply("", {list_files("toolu_2")}));
+  set_crash_hook([](const char* point) { throw std::string(point); });
+  set_crash_spec("turn:1");
+  EXPECT_THROW(start_run(f.setup), std::string);
+  set_crash_spec("");
+  set_crash_hook(nullptr);
+  EXPECT_EQ(resume_run(f.setup).status, RunStatus::budget);
+
+  const auto reasoning = f.of_type("response").at(0).at("reasoning");
+  EXPECT_EQ(reasoning, json::parse(R"([{"type": "thinking", "text": "List the files first.", "signature": "c2lnbmF0dXJl"},
+                                        {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}])"));
+  const auto received = f.server.received();
+  ASSERT_EQ(received.size(), 2u);
+  const json assistant = received[1].json().at("messages").at(1);
+  ASSERT_EQ(assistant.at("role"), "assistant");
+  EXPECT_EQ(assistant.at("content").at(0), thinking);
+  EXPECT_EQ(assistant.at("content").at(1), redacted);
+  EXPECT_EQ(assistant.at("content").at(2).at("type"), "tool_use");
+}
+
