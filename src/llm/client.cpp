@@ -13,6 +13,7 @@
 #include "llm/http.hpp"
 #include "llm/model_config.hpp"
 #include "llm/rate_limiter.hpp"
+#include "llm/redact.hpp"
 #include "llm/retry.hpp"
 #include "llm/wire.hpp"
 
@@ -64,10 +65,12 @@ class HttpChatClient : public ChatClient {
       HttpResponse response;
       try {
         response = http_.post(url_, headers_, body, config_.timeout_s, config_.max_reply_bytes);
+        // Before anything reads it: whatever the body echoes of the key goes no further (redact.hpp).
+        response.body = redact_key(std::move(response.body), key_);
       } catch (const HttpError& error) {
         if (attempt >= max_attempts) {
-          throw ChatError(ChatError::Kind::network, 0, fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt),
-                          attempt, "");
+          throw ChatError(ChatError::Kind::network, 0,
+                          redact_key(fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt), key_), attempt, "");
         }
         wait(backoff(config_.retry, attempt, rng_));
         continue;
@@ -84,9 +87,10 @@ class HttpChatClient : public ChatClient {
       if (!retryable(kind) || attempt >= max_attempts) {
         std::string what = error.type.empty() ? error.code : error.type;
         throw ChatError(kind, response.status,
-                        fmt::format("{}: {}: HTTP {}{}{}: {} ({}; {} attempt{})", config_.name, url_, response.status,
-                                    what.empty() ? "" : " ", what, error.message, to_string(kind), attempt,
-                                    attempt == 1 ? "" : "s"),
+                        redact_key(fmt::format("{}: {}: HTTP {}{}{}: {} ({}; {} attempt{})", config_.name, url_,
+                                               response.status, what.empty() ? "" : " ", what, error.message,
+                                               to_string(kind), attempt, attempt == 1 ? "" : "s"),
+                                   key_),
                         attempt, response.body);
       }
       auto asked = retry_after(response, clock_->unix_time());

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/toml_source.hpp"
+#include "llm/redact.hpp"
 
 namespace d2k::llm {
 namespace {
@@ -130,6 +131,12 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
 
   if (const toml::node* node = table.get("api_key_env")) {
     config.api_key_env = reader.string(*node, field("api_key_env"));
+    // Checked first, and the value never shown: an error message must not print the key it refuses.
+    if (looks_like_key(config.api_key_env)) {
+      reader.error(node, field("api_key_env"),
+                   "looks like an API key, not the name of an environment variable (the value is not shown): put the "
+                   "key in an environment variable and give that variable's name here");
+    }
     if (!config.api_key_env.empty() && !is_env_name(config.api_key_env)) {
       reader.bad(*node, field("api_key_env"), "must be an environment variable's name (letters, digits, _), or \"\" for no key");
     }

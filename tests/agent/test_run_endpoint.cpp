@@ -238,3 +238,23 @@ TEST(AgentRunEndpoint, ThinkingIsRecordedAndSentBackAfterAResume) {
   EXPECT_EQ(assistant.at("content").at(2).at("type"), "tool_use");
 }
 
+// Issue 18 item 12: a key the endpoint echoes reaches no file of the run and not the progress.
+TEST(AgentRunEndpoint, AnEchoedKeyIsInNoFileAndNotInTheProgress) {
+  Fixture f("key", llm::Provider::openai, 5);
+  json echo_reply = scripted::openai_reply("I was sent " + std::string(kKey), {list_files("a")});
+  f.reply(echo_reply);
+  f.server.push(401, json{{"error", {{"message", "Incorrect API key provided: Bearer " + std::string(kKey)},
+                                     {"type", "invalid_request_error"}}}});
+  const auto result = start_run(f.setup);
+  EXPECT_EQ(result.status, RunStatus::api_error);
+  EXPECT_EQ(result.reason.find(kKey), std::string::npos) << result.reason;
+  EXPECT_EQ(f.log.str().find(kKey), std::string::npos) << f.log.str();
+  std::size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(f.setup.run_dir)) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    EXPECT_EQ(read_whole_file(entry.path())->find(kKey), std::string::npos) << entry.path();
+  }
+  EXPECT_GE(files, 3u);  // run.json, transcript.jsonl, result.json at least
+  EXPECT_NE(read_whole_file(f.setup.run_dir / "transcript.jsonl")->find("Bearer [redacted key]"), std::string::npos);
+}

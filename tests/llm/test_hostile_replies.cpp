@@ -136,3 +136,30 @@ TEST_F(HostileReplies, NegativeOrAbsurdTokenCountsAreFormatErrorsNamingTheFieldA
 
 }  // namespace
 }  // namespace d2k::llm
+
+namespace d2k::llm {
+namespace {
+
+// Issue 18 item 12: an endpoint that echoes the key (an error body, a proxy's dump of the headers, a
+// reply) never gets it past the client.
+TEST_F(HostileReplies, AnEchoedKeyNeverLeavesTheClient) {
+  for (Provider provider : {Provider::openai, Provider::anthropic}) {
+    auto c = client(config(provider));
+    std::string echo = "Incorrect API key provided: " + key + ". Request headers: {\"Authorization\": \"Bearer " + key +
+                       "\", \"x-api-key\": \"" + key + "\"}";
+    server.push(401, json{{"error", {{"type", "authentication_error"}, {"message", echo}}}});
+    ChatError error = error_of(*c, hello("x"));
+    EXPECT_EQ(std::string(error.what()).find(key), std::string::npos) << error.what();
+    EXPECT_EQ(error.body().find(key), std::string::npos) << error.body();
+    EXPECT_NE(error.body().find("Bearer [redacted key]"), std::string::npos) << error.body();
+
+    server.push(200, provider == Provider::openai ? scripted::openai_reply("your key is " + key)
+                                                  : scripted::anthropic_reply("your key is " + key));
+    ChatResponse reply = c->complete(hello("x"));
+    EXPECT_EQ(reply.message.text, "your key is [redacted key]");
+    EXPECT_EQ(reply.raw.dump().find(key), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace d2k::llm

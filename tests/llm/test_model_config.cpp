@@ -164,6 +164,13 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   expect(base + "requests_per_minute = \"many\"\n", "7: models.m.requests_per_minute = \"many\": must be a number");
   expect(base + "api_key_env = \"MY KEY\"\n",
          "7: models.m.api_key_env = \"MY KEY\": must be an environment variable's name (letters, digits, _), or \"\" for no key");
+  for (const char* pasted : {"sk-proj-Zq81vKx0aB", "AbCdEf0123456789XyZ12"}) {
+    std::string message = error_for(base + "api_key_env = \"" + pasted + "\"\n");
+    EXPECT_EQ(message, file.string() + ":7: models.m.api_key_env: looks like an API key, not the name of an environment "
+                                       "variable (the value is not shown): put the key in an environment variable and "
+                                       "give that variable's name here");
+    EXPECT_EQ(message.find(pasted), std::string::npos);
+  }
   expect(base + "retry = { max_attempts = 0 }\n", "7: models.m.retry.max_attempts = 0: must be between 1 and 100");
   expect(base + "retry = { base_delay_s = 5, max_delay_s = 2 }\n", "7: models.m.retry.max_delay_s = 2: must be >= base_delay_s (5)");
   expect(base + "max_reply_bytes = 1000\n", "7: models.m.max_reply_bytes = 1000: must be between 1024 and 1073741824");
