@@ -1,7 +1,12 @@
 #include "agent/records.hpp"
 
+#include <fmt/format.h>
+
+#include <map>
+
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/text.hpp"
 
 namespace d2k::agent {
 
@@ -264,3 +269,145 @@ std::string format_error(const json& r) { return r.value("format_error", ""); }
 
 }  // namespace d2k::agent::record
 
+namespace d2k::agent::record {
+namespace {
+
+// What resume reads of each record type (run.cpp's replay): checked when the transcript is read, so that
+// a record that is valid JSON but incomplete is an error naming its line and field, not a bare
+// nlohmann exception from deep in the replay.
+enum class Kind { integer, number, string, boolean, array, object, string_or_null, any };
+
+struct Field {
+  const char* path;  // dotted: usage.output_tokens
+  Kind kind;
+};
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::integer: return "an integer";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+    case Kind::array: return "an array";
+    case Kind::object: return "an object";
+    case Kind::string_or_null: return "a string or null";
+    case Kind::any: return "present";
+  }
+  return "?";
+}
+
+bool is(const json& value, Kind kind) {
+  switch (kind) {
+    case Kind::integer: return value.is_number_integer();
+    case Kind::number: return value.is_number();
+    case Kind::string: return value.is_string();
+    case Kind::boolean: return value.is_boolean();
+    case Kind::array: return value.is_array();
+    case Kind::object: return value.is_object();
+    case Kind::string_or_null: return value.is_string() || value.is_null();
+    case Kind::any: return true;
+  }
+  return false;
+}
+
+const std::map<std::string, std::vector<Field>>& required_fields() {
+  using K = Kind;
+  static const std::map<std::string, std::vector<Field>> fields = {
+      {"prompt", {{"system", K::string}, {"user", K::string}, {"tools", K::array}}},
+      {"request", {{"turn", K::integer}, {"messages", K::integer}}},
+      {"response", {{"turn", K::integer}, {"text", K::string}, {"tool_calls", K::array}, {"usage", K::object},
+                    {"usage.input_tokens", K::integer}, {"usage.cached_input_tokens", K::integer},
+                    {"usage.output_tokens", K::integer}, {"usage.raw", K::any}, {"cost_usd", K::number}}},
+      {"tool_call", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
+                     {"arguments", K::string}}},
+      {"tool_result", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
+                       {"content", K::string}, {"is_error", K::boolean}}},
+      {"user", {{"turn", K::integer}, {"text", K::string}}},
+      {"budget", {{"turn", K::integer}, {"used", K::object}, {"used.wall_seconds", K::number},
+                  {"format_errors_in_a_row", K::integer}}},
+      {"end", {{"status", K::string}, {"reason", K::string}}},
+      {"final", {{"status", K::string}, {"reason", K::string}, {"solution", K::string_or_null}, {"passed", K::boolean},
+                 {"traces", K::array}}},
+      {"resume", {{"from_turn", K::integer}, {"rerun_calls", K::array}}},
+  };
+  return fields;
+}
+
+// Each element of the array `key` (when present) must have `fields`.
+const std::map<std::string, std::vector<Field>>& element_fields() {
+  using K = Kind;
+  static const std::map<std::string, std::vector<Field>> fields = {
+      {"tools", {{"name", K::string}, {"description", K::string}, {"parameters", K::any}}},
+      {"tool_calls", {{"id", K::string}, {"name", K::string}, {"arguments", K::string}}},
+      {"reasoning", {{"type", K::string}}},
+  };
+  return fields;
+}
+
+// "without usage.output_tokens" or "usage.output_tokens is \"x\", not an integer"; nothing when fine.
+std::optional<std::string> field_problem(const json& object, const Field& field, const std::string& prefix) {
+  const json* at = &object;
+  std::string path = field.path;
+  for (std::size_t start = 0; start <= path.size();) {
+    const auto dot = std::min(path.find('.', start), path.size());
+    const auto key = path.substr(start, dot - start);
+    if (!at->is_object() || !at->contains(key)) return "without " + prefix + path;
+    at = &(*at)[key];
+    start = dot + 1;
+  }
+  if (!is(*at, field.kind)) return fmt::format("{}{} is {}, not {}", prefix, path, cap_text(at->dump(-1, ' ', false, json::error_handler_t::replace), 80),
+                                               kind_name(field.kind));;
+  return std::nullopt;
+}
+
+std::optional<std::string> shape_problem(const json& r, const std::string& type) {
+  for (const Field& field : {Field{"seq", Kind::integer}, Field{"time", Kind::string}}) {
+    if (auto why = field_problem(r, field, "")) return *why;
+  }
+  if (auto fields = required_fields().find(type); fields != required_fields().end()) {
+    for (const Field& field : fields->second) {
+      if (auto why = field_problem(r, field, "")) return *why;
+    }
+  }
+  for (const auto& [key, fields] : element_fields()) {
+    if (!r.contains(key) || !r[key].is_array()) continue;
+    for (std::size_t i = 0; i < r[key].size(); ++i) {
+      for (const Field& field : fields) {
+        if (auto why = field_problem(r[key][i], field, fmt::format("{}[{}].", key, i))) return *why;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Checks of values, once the shape is right.
+std::optional<std::string> value_problem(const json& r, const std::string& type) {
+  if ((type == "end" || type == "final") && !parse_run_status(r["status"].get<std::string>())) {
+    return fmt::format("status is {}, not a run status", r["status"].dump());
+  }
+  if (type == "tool_result" && r.contains("candidate")) {
+    if (auto why = field_problem(r, {"candidate.dir", Kind::string}, "")) return *why;
+    if (auto why = field_problem(r, {"candidate.call_index", Kind::integer}, "")) return *why;
+  }
+  if (type == "final") {
+    try {
+      (void)r["traces"].get<std::vector<Trace>>();
+    } catch (const std::exception& e) {
+      return fmt::format("traces: {}", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> problem(const json& r) {
+  if (!r.contains("type") || !r["type"].is_string()) return std::string("a record without type");
+  const auto type = r["type"].get<std::string>();
+  auto why = shape_problem(r, type);
+  if (!why) why = value_problem(r, type);
+  if (!why) return std::nullopt;
+  return fmt::format("a {} record {}", type, why->starts_with("without") ? *why : "whose " + *why);
+}
+
+}  // namespace d2k::agent::record

@@ -2,6 +2,7 @@
 // One function per record type; docs/agent.md describes the fields.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ json end(RunStatus status, const std::string& reason, const json& error = nullpt
 json final(RunStatus status, const std::string& reason, const std::string& solution, bool passed,
            const std::vector<Trace>& traces, const Used& used, const json& overhead_summary);
 json resume(int from_turn, const std::string& torn, const std::vector<int>& rerun_calls);
+
+// What is wrong with a record read back, or nothing: a field that resume needs missing or of the wrong
+// kind ("a response record without usage.output_tokens"), a status that is no run status. Records of
+// types not listed in docs/agent.md are not checked.
+std::optional<std::string> problem(const json& record);
 
 // Reading a record back.
 llm::Message assistant_message(const json& response_record);
