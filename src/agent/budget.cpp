@@ -4,6 +4,16 @@
 
 namespace d2k::agent {
 
+void charge(Used& used, const llm::Usage& usage, double cost_usd) {
+  ++used.turns;
+  used.input_tokens += usage.input_tokens;
+  used.cached_input_tokens += usage.cached_input_tokens;
+  used.cache_write_input_tokens += usage.cache_write_input_tokens;
+  used.output_tokens += usage.output_tokens;
+  used.cost_usd += cost_usd;
+  if (usage.estimated) ++used.estimated_responses;
+}
+
 std::optional<std::string> exhausted(const Budget& budget, const Used& used) {
   if (used.turns >= budget.max_turns) return fmt::format("turns: {} of {} used", used.turns, budget.max_turns);
   const int64_t tokens = used.input_tokens + used.output_tokens;

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "llm/chat.hpp"
+
 namespace d2k::agent {
 
 struct Budget {
@@ -22,7 +24,11 @@ struct Used {
   int64_t output_tokens = 0;
   double cost_usd = 0;
   double wall_seconds = 0;
+  int estimated_responses = 0;  // responses whose usage the endpoint left out (or garbled), so estimated
 };
+
+// Adds one response's usage and cost, and counts the turn.
+void charge(Used& used, const llm::Usage& usage, double cost_usd);
 
 // Why no further model call may be made ("turns: 350 of 350 used"), or nothing while budget is left.
 std::optional<std::string> exhausted(const Budget& budget, const Used& used);

@@ -1,7 +1,12 @@
 #include "agent/records.hpp"
 
+#include <fmt/format.h>
+
+#include <map>
+
 #include "core/error.hpp"
 #include "core/json.hpp"
+#include "core/text.hpp"
 
 namespace d2k::agent {
 
@@ -123,19 +128,41 @@ void to_json(nlohmann::json& j, const Used& u) {
        {"cache_write_input_tokens", u.cache_write_input_tokens},
        {"output_tokens", u.output_tokens},
        {"cost_usd", u.cost_usd},
-       {"wall_seconds", u.wall_seconds}};
+       {"wall_seconds", u.wall_seconds},
+       {"estimated_responses", u.estimated_responses}};
 }
 
 }  // namespace d2k::agent
 
 namespace d2k::llm {
 
-void to_json(nlohmann::json& j, const ToolCall& c) { j = {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}}; }
+void to_json(nlohmann::json& j, const ToolCall& c) {
+  j = {{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}};
+  if (c.original_id) j["original_id"] = *c.original_id;
+}
 
 void from_json(const nlohmann::json& j, ToolCall& c) {
   c.id = j.at("id").get<std::string>();
   c.name = j.at("name").get<std::string>();
   c.arguments = j.at("arguments").get<std::string>();
+  if (j.contains("original_id")) c.original_id = j.at("original_id").get<std::string>();
+}
+
+// Only what the type has: text (and signature) for thinking, data for redacted_thinking.
+void to_json(nlohmann::json& j, const Reasoning& r) {
+  j = {{"type", r.type}};
+  if (!r.text.empty() || r.data.empty()) j["text"] = r.text;
+  if (!r.signature.empty()) j["signature"] = r.signature;
+  if (!r.data.empty()) j["data"] = r.data;
+  if (r.after_calls != 0) j["after_calls"] = r.after_calls;
+}
+
+void from_json(const nlohmann::json& j, Reasoning& r) {
+  r.type = j.at("type").get<std::string>();
+  r.text = j.value("text", "");
+  r.signature = j.value("signature", "");
+  r.data = j.value("data", "");
+  r.after_calls = j.value("after_calls", 0);
 }
 
 void to_json(nlohmann::json& j, const ToolSpec& t) {
@@ -159,19 +186,28 @@ json prompt(const std::string& system, const std::string& user, const std::vecto
 json request(int turn, std::size_t messages) { return {{"type", "request"}, {"turn", turn}, {"messages", messages}}; }
 
 json response(int turn, const llm::ChatResponse& r, double cost_usd) {
-  return {{"type", "response"},
-          {"turn", turn},
-          {"text", r.message.text},
-          {"tool_calls", r.message.tool_calls},
-          {"stop_reason", r.stop_reason},
-          {"usage", {{"input_tokens", r.usage.input_tokens},
-                     {"cached_input_tokens", r.usage.cached_input_tokens},
-                     {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
-                     {"output_tokens", r.usage.output_tokens},
-                     {"raw", r.usage.raw}}},
-          {"cost_usd", cost_usd},
-          {"attempts", r.attempts},
-          {"latency_seconds", r.seconds}};
+  json usage = {{"input_tokens", r.usage.input_tokens},
+                {"cached_input_tokens", r.usage.cached_input_tokens},
+                {"cache_write_input_tokens", r.usage.cache_write_input_tokens},
+                {"output_tokens", r.usage.output_tokens},
+                {"raw", r.usage.raw}};
+  if (r.usage.estimated) usage["estimated"] = true;
+  json reasoning = r.message.reasoning;
+  json j = {{"type", "response"},
+            {"turn", turn},
+            {"text", r.message.text},
+            {"tool_calls", r.message.tool_calls},
+            {"reasoning", std::move(reasoning)},
+            {"stop_reason", r.stop_reason},
+            {"usage", std::move(usage)},
+            {"cost_usd", cost_usd},
+            {"attempts", r.attempts},
+            {"latency_seconds", r.seconds}};
+  if (!r.format_error.empty()) {
+    j["format_error"] = r.format_error;
+    j["reply"] = r.raw;  // the unreadable reply's first 4 KiB, for whoever debugs the endpoint
+  }
+  return j;
 }
 
 json tool_call(int turn, int index, const llm::ToolCall& call) {
@@ -234,6 +270,8 @@ llm::Message assistant_message(const json& r) {
   message.role = llm::Role::assistant;
   message.text = r.at("text").get<std::string>();
   message.tool_calls = r.at("tool_calls").get<std::vector<llm::ToolCall>>();
+  // Transcripts from before reasoning was kept have none.
+  if (r.contains("reasoning")) message.reasoning = r.at("reasoning").get<std::vector<llm::Reasoning>>();
   return message;
 }
 
@@ -244,8 +282,154 @@ llm::Usage usage(const json& r) {
   usage.cached_input_tokens = u.at("cached_input_tokens").get<int64_t>();
   usage.cache_write_input_tokens = u.value("cache_write_input_tokens", int64_t{0});
   usage.output_tokens = u.at("output_tokens").get<int64_t>();
+  usage.estimated = u.value("estimated", false);
   usage.raw = u.at("raw");
   return usage;
+}
+
+std::string format_error(const json& r) { return r.value("format_error", ""); }
+
+}  // namespace d2k::agent::record
+
+namespace d2k::agent::record {
+namespace {
+
+// What resume reads of each record type (run.cpp's replay): checked when the transcript is read, so that
+// a record that is valid JSON but incomplete is an error naming its line and field, not a bare
+// nlohmann exception from deep in the replay.
+enum class Kind { integer, number, string, boolean, array, object, string_or_null, any };
+
+struct Field {
+  const char* path;  // dotted: usage.output_tokens
+  Kind kind;
+};
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::integer: return "an integer";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+    case Kind::array: return "an array";
+    case Kind::object: return "an object";
+    case Kind::string_or_null: return "a string or null";
+    case Kind::any: return "present";
+  }
+  return "?";
+}
+
+bool is(const json& value, Kind kind) {
+  switch (kind) {
+    case Kind::integer: return value.is_number_integer();
+    case Kind::number: return value.is_number();
+    case Kind::string: return value.is_string();
+    case Kind::boolean: return value.is_boolean();
+    case Kind::array: return value.is_array();
+    case Kind::object: return value.is_object();
+    case Kind::string_or_null: return value.is_string() || value.is_null();
+    case Kind::any: return true;
+  }
+  return false;
+}
+
+const std::map<std::string, std::vector<Field>>& required_fields() {
+  using K = Kind;
+  static const std::map<std::string, std::vector<Field>> fields = {
+      {"prompt", {{"system", K::string}, {"user", K::string}, {"tools", K::array}}},
+      {"request", {{"turn", K::integer}, {"messages", K::integer}}},
+      {"response", {{"turn", K::integer}, {"text", K::string}, {"tool_calls", K::array}, {"usage", K::object},
+                    {"usage.input_tokens", K::integer}, {"usage.cached_input_tokens", K::integer},
+                    {"usage.output_tokens", K::integer}, {"usage.raw", K::any}, {"cost_usd", K::number}}},
+      {"tool_call", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
+                     {"arguments", K::string}}},
+      {"tool_result", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
+                       {"content", K::string}, {"is_error", K::boolean}}},
+      {"user", {{"turn", K::integer}, {"text", K::string}}},
+      {"budget", {{"turn", K::integer}, {"used", K::object}, {"used.wall_seconds", K::number},
+                  {"format_errors_in_a_row", K::integer}}},
+      {"end", {{"status", K::string}, {"reason", K::string}}},
+      {"final", {{"status", K::string}, {"reason", K::string}, {"solution", K::string_or_null}, {"passed", K::boolean},
+                 {"traces", K::array}}},
+      {"resume", {{"from_turn", K::integer}, {"rerun_calls", K::array}}},
+  };
+  return fields;
+}
+
+// Each element of the array `key` (when present) must have `fields`.
+const std::map<std::string, std::vector<Field>>& element_fields() {
+  using K = Kind;
+  static const std::map<std::string, std::vector<Field>> fields = {
+      {"tools", {{"name", K::string}, {"description", K::string}, {"parameters", K::any}}},
+      {"tool_calls", {{"id", K::string}, {"name", K::string}, {"arguments", K::string}}},
+      {"reasoning", {{"type", K::string}}},
+  };
+  return fields;
+}
+
+// "without usage.output_tokens" or "usage.output_tokens is \"x\", not an integer"; nothing when fine.
+std::optional<std::string> field_problem(const json& object, const Field& field, const std::string& prefix) {
+  const json* at = &object;
+  std::string path = field.path;
+  for (std::size_t start = 0; start <= path.size();) {
+    const auto dot = std::min(path.find('.', start), path.size());
+    const auto key = path.substr(start, dot - start);
+    if (!at->is_object() || !at->contains(key)) return "without " + prefix + path;
+    at = &(*at)[key];
+    start = dot + 1;
+  }
+  if (!is(*at, field.kind)) return fmt::format("{}{} is {}, not {}", prefix, path, cap_text(at->dump(-1, ' ', false, json::error_handler_t::replace), 80),
+                                               kind_name(field.kind));;
+  return std::nullopt;
+}
+
+std::optional<std::string> shape_problem(const json& r, const std::string& type) {
+  for (const Field& field : {Field{"seq", Kind::integer}, Field{"time", Kind::string}}) {
+    if (auto why = field_problem(r, field, "")) return *why;
+  }
+  if (auto fields = required_fields().find(type); fields != required_fields().end()) {
+    for (const Field& field : fields->second) {
+      if (auto why = field_problem(r, field, "")) return *why;
+    }
+  }
+  for (const auto& [key, fields] : element_fields()) {
+    if (!r.contains(key) || !r[key].is_array()) continue;
+    for (std::size_t i = 0; i < r[key].size(); ++i) {
+      for (const Field& field : fields) {
+        if (auto why = field_problem(r[key][i], field, fmt::format("{}[{}].", key, i))) return *why;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Checks of values, once the shape is right.
+std::optional<std::string> value_problem(const json& r, const std::string& type) {
+  if ((type == "end" || type == "final") && !parse_run_status(r["status"].get<std::string>())) {
+    return fmt::format("status is {}, not a run status", r["status"].dump());
+  }
+  if (type == "tool_result" && r.contains("candidate")) {
+    if (auto why = field_problem(r, {"candidate.dir", Kind::string}, "")) return *why;
+    if (auto why = field_problem(r, {"candidate.call_index", Kind::integer}, "")) return *why;
+  }
+  if (type == "final") {
+    try {
+      (void)r["traces"].get<std::vector<Trace>>();
+    } catch (const std::exception& e) {
+      return fmt::format("traces: {}", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> problem(const json& r) {
+  if (!r.contains("type") || !r["type"].is_string()) return std::string("a record without type");
+  const auto type = r["type"].get<std::string>();
+  auto why = shape_problem(r, type);
+  if (!why) why = value_problem(r, type);
+  if (!why) return std::nullopt;
+  return fmt::format("a {} record {}", type, why->starts_with("without") ? *why : "whose " + *why);
 }
 
 }  // namespace d2k::agent::record

@@ -2,6 +2,7 @@
 // One function per record type; docs/agent.md describes the fields.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ namespace d2k::llm {
 void to_json(nlohmann::json& j, const ToolCall& value);
 void from_json(const nlohmann::json& j, ToolCall& value);
 void to_json(nlohmann::json& j, const ToolSpec& value);
+void to_json(nlohmann::json& j, const Reasoning& value);
+void from_json(const nlohmann::json& j, Reasoning& value);
 void from_json(const nlohmann::json& j, ToolSpec& value);
 }  // namespace d2k::llm
 
@@ -54,8 +57,15 @@ json final(RunStatus status, const std::string& reason, const std::string& solut
            const std::vector<Trace>& traces, const Used& used, const json& overhead_summary);
 json resume(int from_turn, const std::string& torn, const std::vector<int>& rerun_calls);
 
+// What is wrong with a record read back, or nothing: a field that resume needs missing or of the wrong
+// kind ("a response record without usage.output_tokens"), a status that is no run status. Records of
+// types not listed in docs/agent.md are not checked.
+std::optional<std::string> problem(const json& record);
+
 // Reading a record back.
 llm::Message assistant_message(const json& response_record);
 llm::Usage usage(const json& response_record);
+// Why the endpoint's reply could not be used (llm::ChatResponse::format_error); empty for a readable one.
+std::string format_error(const json& response_record);
 
 }  // namespace d2k::agent::record

@@ -97,14 +97,10 @@ class Loop {
                expected, messages_.size());
         phase_ = Phase::awaiting;
       } else if (type == "response") {
-        const auto usage = record::usage(r);
+        charge(used_, record::usage(r), r.at("cost_usd").get<double>());
         used_.turns = r.at("turn").get<int>();
-        used_.input_tokens += usage.input_tokens;
-        used_.cached_input_tokens += usage.cached_input_tokens;
-        used_.cache_write_input_tokens += usage.cache_write_input_tokens;
-        used_.output_tokens += usage.output_tokens;
-        used_.cost_usd += r.at("cost_usd").get<double>();
-        begin_turn(record::assistant_message(r));
+        if (record::format_error(r).empty()) begin_turn(record::assistant_message(r));
+        else unreadable_turn();
         recorded_in_turn = results_in_turn = 0;
       } else if (type == "tool_call") {
         auto& p = pending_.at(recorded_in_turn++);
@@ -217,14 +213,17 @@ class Loop {
         }
         model_seconds_ += seconds_since(started);
         const double cost = setup_.cost_usd ? setup_.cost_usd(response.usage) : 0.0;
-        ++used_.turns;
-        used_.input_tokens += response.usage.input_tokens;
-        used_.cached_input_tokens += response.usage.cached_input_tokens;
-        used_.cache_write_input_tokens += response.usage.cache_write_input_tokens;
-        used_.output_tokens += response.usage.output_tokens;
-        used_.cost_usd += cost;
+        charge(used_, response.usage, cost);
         writer_.append(record::response(used_.turns, response, cost));
         crash_point("response");
+        if (response.usage.estimated && used_.estimated_responses == 1 && setup_.log)
+          *setup_.log << fmt::format("d2k agent: warning: turn {}: the endpoint sent no usable token counts; they are "
+                                     "estimated from bytes (usage.estimated in the transcript)\n", used_.turns);
+        if (!response.format_error.empty()) {
+          if (setup_.log) *setup_.log << fmt::format("d2k agent: turn {}: format error: {}\n", used_.turns, response.format_error);
+          unreadable_turn();
+          return;
+        }
         response.message.role = llm::Role::assistant;
         begin_turn(response.message);
         return;
@@ -288,6 +287,15 @@ class Loop {
     nudged_ = false;
     turn_submitted_ = false;
     phase_ = Phase::tools;
+  }
+
+  // A reply the endpoint garbled (llm::ChatResponse::format_error) counts as a format error but leaves
+  // the conversation as it was: the model never saw it, so the same request goes again next turn.
+  void unreadable_turn() {
+    pending_.clear();
+    ++streak_;
+    nudged_ = true;  // no reminder: the model did nothing it could be told about
+    phase_ = Phase::turn_end;
   }
 
   void run_tools() {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "agent/records.hpp"
 #include "agent/workspace.hpp"
 #include "core/timestamp.hpp"
 #include "core/error.hpp"
@@ -126,6 +127,7 @@ TranscriptFile read_transcript(const std::filesystem::path& file) {
       }
       fail("{}:{}: not a JSON record (only the last line may be torn)", file.string(), line);
     }
+    if (auto why = record::problem(record)) fail("{}:{}: {}", file.string(), line, *why);
     result.records.push_back(std::move(record));
     pos = nl + 1;
     result.complete_bytes = pos;

@@ -38,8 +38,9 @@ struct TranscriptFile {
   std::size_t complete_bytes = 0;       // the file's size without the torn line
 };
 
-// Reads every complete record. A torn last line is returned apart; a bad line elsewhere throws
-// d2k::Error naming the file and line.
+// Reads every complete record. A torn last line is returned apart; a bad line elsewhere, or a record
+// that is JSON but lacks a field resume needs (record::problem), throws d2k::Error naming the file, the
+// line and the field.
 TranscriptFile read_transcript(const std::filesystem::path& file);
 
 // Dumps JSON that may hold invalid UTF-8 from a model or a file, replacing bad bytes instead of throwing.

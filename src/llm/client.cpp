@@ -13,6 +13,7 @@
 #include "llm/http.hpp"
 #include "llm/model_config.hpp"
 #include "llm/rate_limiter.hpp"
+#include "llm/redact.hpp"
 #include "llm/retry.hpp"
 #include "llm/wire.hpp"
 
@@ -64,26 +65,20 @@ class HttpChatClient : public ChatClient {
       if (limiter_) limiter_->acquire(*clock_);
       HttpResponse response;
       try {
-        response = http_.post(url_, headers_, body, config_.timeout_s);
+        response = http_.post(url_, headers_, body, config_.timeout_s, config_.max_reply_bytes);
+        // Before anything reads it: whatever the body echoes of the key goes no further (redact.hpp).
+        response.body = redact_key(std::move(response.body), key_);
       } catch (const HttpError& error) {
         if (attempt >= max_attempts) {
-          throw ChatError(ChatError::Kind::network, 0, fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt),
-                          attempt, "");
+          throw ChatError(ChatError::Kind::network, 0,
+                          redact_key(fmt::format("{}: {} ({} attempts)", config_.name, error.what(), attempt), key_), attempt, "");
         }
         retry(attempt, max_attempts, error.what(), backoff(config_.retry, attempt, rng_));
         continue;
       }
       if (response.status >= 200 && response.status < 300) {
-        ChatResponse out;
-        try {
-          nlohmann::json parsed = nlohmann::json::parse(response.body);
-          out = openai ? openai_response(parsed) : anthropic_response(parsed);
-        } catch (const std::exception& error) {  // nlohmann's parse_error and WireError
-          throw ChatError(ChatError::Kind::bad_response, response.status,
-                          fmt::format("{}: {}: HTTP {} with a body that is not a {} response: {}", config_.name, url_,
-                                      response.status, to_string(config_.provider), error.what()),
-                          attempt, response.body);
-        }
+        ChatResponse out = reply(response, body.size());
+        make_tool_call_ids_unique(out.message.tool_calls, request.messages);
         out.attempts = attempt;
         out.seconds = clock_->now() - start;
         return out;
@@ -93,9 +88,10 @@ class HttpChatClient : public ChatClient {
       if (!retryable(kind) || attempt >= max_attempts) {
         std::string what = error.type.empty() ? error.code : error.type;
         throw ChatError(kind, response.status,
-                        fmt::format("{}: {}: HTTP {}{}{}: {} ({}; {} attempt{})", config_.name, url_, response.status,
-                                    what.empty() ? "" : " ", what, error.message, to_string(kind), attempt,
-                                    attempt == 1 ? "" : "s"),
+                        redact_key(fmt::format("{}: {}: HTTP {}{}{}: {} ({}; {} attempt{})", config_.name, url_,
+                                               response.status, what.empty() ? "" : " ", what, error.message,
+                                               to_string(kind), attempt, attempt == 1 ? "" : "s"),
+                                   key_),
                         attempt, response.body);
       }
       auto asked = retry_after(response, clock_->unix_time());
@@ -105,6 +101,32 @@ class HttpChatClient : public ChatClient {
   }
 
  private:
+  // A 2xx reply as a response; one that cannot be used is a response with format_error set (see chat.hpp).
+  ChatResponse reply(const HttpResponse& response, std::size_t request_bytes) const {
+    ExchangeBytes bytes{request_bytes, response.body.size()};
+    std::string why;
+    if (response.too_large) {
+      why = fmt::format("the reply is larger than max_reply_bytes ({} bytes); the rest was not read", config_.max_reply_bytes);
+    } else {
+      try {
+        nlohmann::json parsed = nlohmann::json::parse(response.body);
+        return config_.provider == Provider::openai ? openai_response(parsed, bytes) : anthropic_response(parsed, bytes);
+      } catch (const std::exception& error) {  // nlohmann's parse_error (invalid UTF-8 or UTF-16 included) and WireError
+        why = error.what();
+      }
+    }
+    ChatResponse out;
+    out.message.role = Role::assistant;
+    out.stop_reason = "other:format_error";
+    out.format_error = fmt::format("{}: {}: HTTP {} with a reply that is not a {} response: {}", config_.name, url_,
+                                   response.status, to_string(config_.provider), why);
+    out.raw = response.body.substr(0, 4096);
+    out.usage.input_tokens = estimated_tokens(bytes.request);
+    out.usage.output_tokens = estimated_tokens(bytes.reply);
+    out.usage.estimated = true;
+    return out;
+  }
+
   // Says so (on_retry), then waits before the next attempt.
   void retry(int attempt, int max_attempts, std::string why, double seconds) {
     if (on_retry_) on_retry_(RetryNotice{attempt, max_attempts, std::move(why), seconds});

@@ -23,8 +23,21 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin));
 }
 
+struct BodySink {
+  HttpResponse* response;
+  std::size_t max_bytes;
+};
+
 size_t on_body(char* data, size_t size, size_t count, void* user) {
-  static_cast<HttpResponse*>(user)->body.append(data, size * count);
+  auto* sink = static_cast<BodySink*>(user);
+  std::string& body = sink->response->body;
+  std::size_t room = sink->max_bytes - body.size();
+  if (size * count > room) {
+    body.append(data, room);
+    sink->response->too_large = true;
+    return 0;  // curl stops the transfer with CURLE_WRITE_ERROR
+  }
+  body.append(data, size * count);
   return size * count;
 }
 
@@ -74,10 +87,11 @@ Http::Http() {
 Http::~Http() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
 
 HttpResponse Http::post(const std::string& url, const std::vector<std::string>& headers, const std::string& body,
-                        double timeout_s) {
+                        double timeout_s, std::size_t max_body_bytes) {
   CURL* curl = static_cast<CURL*>(curl_);
   curl_easy_reset(curl);  // keeps the connection cache, drops every option of the previous call
   HttpResponse response;
+  BodySink sink{&response, max_body_bytes};
   HeaderList list;
   for (const auto& line : headers) list.add(line);
   // curl would otherwise send "Expect: 100-continue" for large bodies and wait for the server's go-ahead.
@@ -94,12 +108,15 @@ HttpResponse Http::post(const std::string& url, const std::vector<std::string>& 
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM for DNS timeouts: the process has threads
   curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "");  // whatever this libcurl can decompress
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  // A Content-Length over the cap is refused before any of the body is read.
+  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(max_body_bytes));
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   CURLcode code = curl_easy_perform(curl);
-  if (code != CURLE_OK) {
+  if (code == CURLE_FILESIZE_EXCEEDED) response.too_large = true;
+  if (code != CURLE_OK && !response.too_large) {
     std::string detail = error[0] != 0 ? error : curl_easy_strerror(code);
     throw HttpError("POST " + url + ": " + detail);
   }

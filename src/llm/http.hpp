@@ -19,6 +19,7 @@ struct HttpResponse {
   int status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased, in arrival order
   std::string body;
+  bool too_large = false;  // the body passed post's max_body_bytes: body holds its first max_body_bytes, the rest was not read
 
   std::optional<std::string> header(std::string_view name) const;  // name lowercase; the last one wins
 };
@@ -30,9 +31,11 @@ class Http {
   Http(const Http&) = delete;
   Http& operator=(const Http&) = delete;
 
-  // headers: "Name: value" lines. timeout_s bounds the whole attempt, connecting included.
+  // headers: "Name: value" lines. timeout_s bounds the whole attempt, connecting included. A body longer
+  // than max_body_bytes (decompressed) stops the transfer there and comes back with too_large set, so a
+  // hostile or broken server cannot make d2k's memory grow without bound.
   HttpResponse post(const std::string& url, const std::vector<std::string>& headers, const std::string& body,
-                    double timeout_s);
+                    double timeout_s, std::size_t max_body_bytes);
 
  private:
   void* curl_;  // CURL*; kept across calls so connections are reused

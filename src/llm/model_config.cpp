@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/toml_source.hpp"
+#include "llm/redact.hpp"
 
 namespace d2k::llm {
 namespace {
@@ -88,7 +89,8 @@ bool is_env_name(std::string_view name) {
 ModelConfig read_model(const Reader& reader, const std::string& name, const toml::table& table, const std::string& path) {
   reader.closed(table, path,
                 {"provider", "base_url", "model", "api_key_env", "max_tokens", "temperature", "top_p", "prices",
-                 "requests_per_minute", "timeout_s", "retry", "prompt_cache", "max_tokens_field", "extra_body"});
+                 "requests_per_minute", "timeout_s", "retry", "prompt_cache", "max_tokens_field", "extra_body",
+                 "max_reply_bytes"});
   auto field = [&](std::string_view key) { return path + "." + std::string(key); };
   auto need = [&](std::string_view key) -> const toml::node& {
     const toml::node* node = table.get(key);
@@ -129,6 +131,12 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
 
   if (const toml::node* node = table.get("api_key_env")) {
     config.api_key_env = reader.string(*node, field("api_key_env"));
+    // Checked first, and the value never shown: an error message must not print the key it refuses.
+    if (looks_like_key(config.api_key_env)) {
+      reader.error(node, field("api_key_env"),
+                   "looks like an API key, not the name of an environment variable (the value is not shown): put the "
+                   "key in an environment variable and give that variable's name here");
+    }
     if (!config.api_key_env.empty() && !is_env_name(config.api_key_env)) {
       reader.bad(*node, field("api_key_env"), "must be an environment variable's name (letters, digits, _), or \"\" for no key");
     }
@@ -168,6 +176,11 @@ ModelConfig read_model(const Reader& reader, const std::string& name, const toml
   }
   if (const toml::node* node = table.get("timeout_s")) {
     config.timeout_s = ranged(*node, field("timeout_s"), 0.0, std::nullopt, true, "must be > 0");
+  }
+  if (const toml::node* node = table.get("max_reply_bytes")) {
+    int64_t value = reader.integer(*node, field("max_reply_bytes"));
+    if (value < 1024 || value > (int64_t{1} << 30)) reader.bad(*node, field("max_reply_bytes"), "must be between 1024 and 1073741824");
+    config.max_reply_bytes = static_cast<std::size_t>(value);
   }
   if (const toml::node* node = table.get("prompt_cache")) {
     auto value = node->value_exact<bool>();

@@ -41,6 +41,9 @@ struct ModelConfig {
   Prices prices;
   double requests_per_minute = 0;  // per-provider rate limit shared by this process's clients; 0: none
   double timeout_s = 600;          // per HTTP attempt
+  // The largest reply body read (decompressed), error bodies included; a larger 2xx reply is a format
+  // error. 8 MiB is 16x a 128k-token answer in JSON: a reply that large is broken or hostile.
+  std::size_t max_reply_bytes = 8u << 20;
   RetryPolicy retry;
   // Anthropic: mark the system prompt and the conversation's last block as cache breakpoints, so each turn
   // reads the previous turns from the prompt cache. OpenAI-compatible endpoints cache on their own.

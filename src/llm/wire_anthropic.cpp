@@ -1,6 +1,7 @@
 // The Anthropic Messages API (POST {base_url}/messages). The neutral conversation's tool messages become
 // tool_result blocks of a user message: consecutive user and tool messages merge into one user message,
 // tool results first (the API wants every tool_use answered at the start of the next user turn).
+#include <algorithm>
 #include <string>
 
 #include "llm/wire.hpp"
@@ -18,6 +19,36 @@ json tool_input(const std::string& arguments) {
   return {{"_invalid_arguments", arguments}};
 }
 
+// The thinking blocks that came after `after_calls` tool calls, as they came.
+void add_thinking(json& content, const std::vector<Reasoning>& reasoning, int after_calls) {
+  for (const Reasoning& r : reasoning) {
+    if (r.after_calls != after_calls) continue;
+    if (r.type == "thinking") {
+      content.push_back({{"type", "thinking"}, {"thinking", r.text}, {"signature", r.signature}});
+    } else if (r.type == "redacted_thinking") {
+      content.push_back({{"type", "redacted_thinking"}, {"data", r.data}});
+    }
+  }
+}
+
+// A thinking or redacted_thinking block of a reply.
+Reasoning thinking(const json& block, const std::string& type, int after_calls) {
+  auto text = [&](const char* key) {
+    if (!block.contains(key) || !block[key].is_string()) throw WireError("a " + type + " block without " + key + ": " + block.dump());
+    return block[key].get<std::string>();
+  };
+  Reasoning out;
+  out.type = type;
+  out.after_calls = after_calls;
+  if (type == "thinking") {
+    out.text = text("thinking");
+    out.signature = text("signature");
+  } else {
+    out.data = text("data");
+  }
+  return out;
+}
+
 std::string stop_reason(const json& reason) {
   if (!reason.is_string()) return "other:" + reason.dump();
   std::string value = reason.get<std::string>();
@@ -26,9 +57,24 @@ std::string stop_reason(const json& reason) {
   return "other:" + value;
 }
 
-int64_t count(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+// Anthropic's input_tokens counts only the part neither read from nor written to the cache;
+// Usage.input_tokens counts every prompt token. A missing input_tokens or output_tokens is estimated.
+Usage usage_of(const json& body, const ExchangeBytes& bytes) {
+  Usage usage;
+  auto it = body.find("usage");
+  if (it != body.end() && !it->is_null() && !it->is_object()) throw WireError("usage = " + it->dump() + ": not an object");
+  if (it != body.end() && it->is_object()) usage.raw = *it;
+  const json& raw = usage.raw;
+  auto input = token_count(raw, "input_tokens", "usage");
+  auto output = token_count(raw, "output_tokens", "usage");
+  int64_t reads = token_count(raw, "cache_read_input_tokens", "usage").value_or(0);
+  int64_t writes = token_count(raw, "cache_creation_input_tokens", "usage").value_or(0);
+  usage.input_tokens = input ? *input + reads + writes : std::max(estimated_tokens(bytes.request), reads + writes);
+  usage.cached_input_tokens = reads;
+  usage.cache_write_input_tokens = writes;
+  usage.output_tokens = output.value_or(estimated_tokens(bytes.reply));
+  usage.estimated = !input || !output;
+  return usage;
 }
 
 }  // namespace
@@ -54,10 +100,13 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
       content.insert(first_text, std::move(block));
       continue;
     }
+    add_thinking(content, message.reasoning, 0);
     // The API refuses empty text blocks.
     if (!message.text.empty()) content.push_back({{"type", "text"}, {"text", message.text}});
-    for (const ToolCall& call : message.tool_calls) {
+    for (std::size_t i = 0; i < message.tool_calls.size(); ++i) {
+      const ToolCall& call = message.tool_calls[i];
       content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
+      add_thinking(content, message.reasoning, static_cast<int>(i) + 1);
     }
   }
   json cache = {{"type", "ephemeral"}};
@@ -89,7 +138,7 @@ json anthropic_request(const ModelConfig& config, const ChatRequest& request) {
   return body;
 }
 
-ChatResponse anthropic_response(const json& body) {
+ChatResponse anthropic_response(const json& body, const ExchangeBytes& bytes) {
   if (!body.is_object()) throw WireError("the body is not a JSON object");
   if (body.value("type", "") == "error") throw WireError("the body is an error: " + body.value("error", json()).dump());
   auto content = body.find("content");
@@ -108,20 +157,14 @@ ChatResponse anthropic_response(const json& body) {
       call.name = block.value("name", "");
       call.arguments = block.contains("input") ? block["input"].dump() : "{}";
       response.message.tool_calls.push_back(std::move(call));
+    } else if (type == "thinking" || type == "redacted_thinking") {
+      response.message.reasoning.push_back(
+          thinking(block, type, static_cast<int>(response.message.tool_calls.size())));
     }
-    // Other blocks (thinking, ...) are not part of the neutral conversation; they stay in raw.
+    // Other blocks are not part of the neutral conversation; they stay in raw.
   }
   response.stop_reason = stop_reason(body.value("stop_reason", json(nullptr)));
-  if (auto usage = body.find("usage"); usage != body.end() && usage->is_object()) {
-    response.usage.raw = *usage;
-    int64_t reads = count(*usage, "cache_read_input_tokens"), writes = count(*usage, "cache_creation_input_tokens");
-    // Anthropic's input_tokens counts only the part neither read from nor written to the cache;
-    // Usage.input_tokens counts every prompt token.
-    response.usage.input_tokens = count(*usage, "input_tokens") + reads + writes;
-    response.usage.cached_input_tokens = reads;
-    response.usage.cache_write_input_tokens = writes;
-    response.usage.output_tokens = count(*usage, "output_tokens");
-  }
+  response.usage = usage_of(body, bytes);
   response.raw = body;
   return response;
 }

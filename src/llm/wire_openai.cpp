@@ -3,6 +3,8 @@
 // the agent loop tells it so.
 #include <string>
 
+#include <fmt/format.h>
+
 #include "llm/wire.hpp"
 
 namespace d2k::llm {
@@ -29,6 +31,9 @@ json message_json(const Message& message) {
         }
         out["tool_calls"] = std::move(calls);
       }
+      for (const Reasoning& r : message.reasoning) {
+        if (r.type == "reasoning_content" || r.type == "reasoning") out[r.type] = r.text;
+      }
       return out;
     }
   }
@@ -44,10 +49,28 @@ std::string stop_reason(const json& finish) {
   return "other:" + reason;
 }
 
-int64_t count(const json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+// prompt_tokens and completion_tokens, each estimated when missing; cached_tokens 0 when missing.
+Usage usage_of(const json& body, const ExchangeBytes& bytes) {
+  Usage usage;
+  auto it = body.find("usage");
+  if (it != body.end() && !it->is_null() && !it->is_object()) throw WireError("usage = " + it->dump() + ": not an object");
+  if (it != body.end() && it->is_object()) usage.raw = *it;
+  const json& raw = usage.raw;
+  auto input = token_count(raw, "prompt_tokens", "usage");
+  auto output = token_count(raw, "completion_tokens", "usage");
+  if (raw.is_object()) {
+    if (auto details = raw.find("prompt_tokens_details"); details != raw.end()) {
+      usage.cached_input_tokens = token_count(*details, "cached_tokens", "usage.prompt_tokens_details").value_or(0);
+    }
+  }
+  if (input && usage.cached_input_tokens > *input) {
+    throw WireError(fmt::format("usage.prompt_tokens_details.cached_tokens = {}: more than usage.prompt_tokens = {}",
+                                usage.cached_input_tokens, *input));
+  }
+  usage.input_tokens = input.value_or(estimated_tokens(bytes.request));
+  usage.output_tokens = output.value_or(estimated_tokens(bytes.reply));
+  usage.estimated = !input || !output;
+  return usage;
 }
 
 }  // namespace
@@ -71,7 +94,7 @@ json openai_request(const ModelConfig& config, const ChatRequest& request) {
   return body;
 }
 
-ChatResponse openai_response(const json& body) {
+ChatResponse openai_response(const json& body, const ExchangeBytes& bytes) {
   if (!body.is_object()) throw WireError("the body is not a JSON object");
   if (body.contains("error")) throw WireError("the body is an error: " + body["error"].dump());
   auto choices = body.find("choices");
@@ -96,6 +119,14 @@ ChatResponse openai_response(const json& body) {
       throw WireError("choices[0].message.content is neither a string nor null");
     }
   }
+  // reasoning_content (DeepSeek, vLLM, SGLang) or reasoning (newer vLLM, OpenRouter): kept under the
+  // name it came in, to go back under it.
+  for (const char* field : {"reasoning_content", "reasoning"}) {
+    auto it = message.find(field);
+    if (it == message.end() || !it->is_string() || it->get<std::string>().empty()) continue;
+    response.message.reasoning.push_back({field, it->get<std::string>(), "", "", 0});
+    break;
+  }
   if (auto calls = message.find("tool_calls"); calls != message.end() && !calls->is_null()) {
     if (!calls->is_array()) throw WireError("choices[0].message.tool_calls is not an array");
     for (const json& call : *calls) {
@@ -114,14 +145,7 @@ ChatResponse openai_response(const json& body) {
     }
   }
   response.stop_reason = stop_reason(choice.value("finish_reason", json(nullptr)));
-  if (auto usage = body.find("usage"); usage != body.end() && usage->is_object()) {
-    response.usage.raw = *usage;
-    response.usage.input_tokens = count(*usage, "prompt_tokens");
-    response.usage.output_tokens = count(*usage, "completion_tokens");
-    if (auto details = usage->find("prompt_tokens_details"); details != usage->end()) {
-      response.usage.cached_input_tokens = count(*details, "cached_tokens");
-    }
-  }
+  response.usage = usage_of(body, bytes);
   response.raw = body;
   return response;
 }

@@ -198,11 +198,13 @@ TEST_F(Anthropic, ClassifiesErrorsThatAreNotRetried) {
   EXPECT_TRUE(clock->sleeps().empty());
 }
 
-TEST_F(Anthropic, AnErrorBodyWithStatus200IsABadResponse) {
+TEST_F(Anthropic, AnErrorBodyWithStatus200IsAFormatError) {
   ModelConfig model = config(Provider::anthropic);
   server.push(200, error_reply("api_error", "odd"));
-  auto c = client(model);
-  EXPECT_EQ(error_of(*c, hello("x")).kind(), ChatError::Kind::bad_response);
+  ChatResponse response = client(model)->complete(hello("x"));
+  EXPECT_NE(response.format_error.find("the body is an error"), std::string::npos) << response.format_error;
+  EXPECT_TRUE(response.message.text.empty());
+  EXPECT_TRUE(response.usage.estimated);
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
       m.prompt_cache = rng() % 2 == 0;
       m.requests_per_minute = static_cast<double>(rng() % 1000);
       m.timeout_s = 1 + static_cast<double>(rng() % 1000);
+      m.max_reply_bytes = 1024 + rng() % ((1u << 30) - 1024);
       m.retry.max_attempts = 1 + static_cast<int>(rng() % 10);
       m.retry.base_delay_s = std::round(unit(rng) * 500) / 100;
       m.retry.max_delay_s = m.retry.base_delay_s + static_cast<double>(rng() % 100);
@@ -108,10 +109,11 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
           "[models.\"{}\"]\nprovider = \"{}\"\nbase_url = \"{}/\"\nmodel = \"{}\"\napi_key_env = \"{}\"\nmax_tokens = {}\n"
           "temperature = {}\ntop_p = {}\nprices = {{ input = {}, cached_input = {}, output = {}, cache_write = {} }}\n"
           "prompt_cache = {}\n"
-          "requests_per_minute = {}\ntimeout_s = {}\nretry = {{ max_attempts = {}, base_delay_s = {}, max_delay_s = {} }}\n\n",
+          "requests_per_minute = {}\ntimeout_s = {}\nmax_reply_bytes = {}\n"
+          "retry = {{ max_attempts = {}, base_delay_s = {}, max_delay_s = {} }}\n\n",
           m.name, to_string(m.provider), m.base_url, m.model, m.api_key_env, m.max_tokens, *m.temperature, *m.top_p,
           m.prices.input, m.prices.cached_input, m.prices.output, m.prices.cache_write, m.prompt_cache, m.requests_per_minute, m.timeout_s,
-          m.retry.max_attempts, m.retry.base_delay_s, m.retry.max_delay_s);
+          m.max_reply_bytes, m.retry.max_attempts, m.retry.base_delay_s, m.retry.max_delay_s);
       written.push_back(m);
     }
     write(text);
@@ -134,6 +136,7 @@ TEST_F(ModelConfigTest, ReadsRandomConfigsBackFieldForField) {
       EXPECT_EQ(got.prompt_cache, m.prompt_cache);
       EXPECT_EQ(got.requests_per_minute, m.requests_per_minute);
       EXPECT_EQ(got.timeout_s, m.timeout_s);
+      EXPECT_EQ(got.max_reply_bytes, m.max_reply_bytes);
       EXPECT_EQ(got.retry.max_attempts, m.retry.max_attempts);
       EXPECT_EQ(got.retry.base_delay_s, m.retry.base_delay_s);
       EXPECT_EQ(got.retry.max_delay_s, m.retry.max_delay_s);
@@ -149,7 +152,7 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   };
   expect(base + "colour = \"red\"\n", "7: models.m.colour: unknown key (known keys: provider, base_url, model, "
                                       "api_key_env, max_tokens, temperature, top_p, prices, requests_per_minute, "
-                                      "timeout_s, retry, prompt_cache, max_tokens_field, extra_body)");
+                                      "timeout_s, retry, prompt_cache, max_tokens_field, extra_body, max_reply_bytes)");
   std::string with_provider = kValid;
   with_provider.replace(with_provider.find("\"openai\""), 8, "\"gemini\"");
   expect(with_provider, "3: models.m.provider = \"gemini\": unknown provider (known: openai, anthropic)");
@@ -161,8 +164,16 @@ TEST_F(ModelConfigTest, ErrorsNameTheFileLineFieldAndValue) {
   expect(base + "requests_per_minute = \"many\"\n", "7: models.m.requests_per_minute = \"many\": must be a number");
   expect(base + "api_key_env = \"MY KEY\"\n",
          "7: models.m.api_key_env = \"MY KEY\": must be an environment variable's name (letters, digits, _), or \"\" for no key");
+  for (const char* pasted : {"sk-proj-Zq81vKx0aB", "AbCdEf0123456789XyZ12"}) {
+    std::string message = error_for(base + "api_key_env = \"" + pasted + "\"\n");
+    EXPECT_EQ(message, file.string() + ":7: models.m.api_key_env: looks like an API key, not the name of an environment "
+                                       "variable (the value is not shown): put the key in an environment variable and "
+                                       "give that variable's name here");
+    EXPECT_EQ(message.find(pasted), std::string::npos);
+  }
   expect(base + "retry = { max_attempts = 0 }\n", "7: models.m.retry.max_attempts = 0: must be between 1 and 100");
   expect(base + "retry = { base_delay_s = 5, max_delay_s = 2 }\n", "7: models.m.retry.max_delay_s = 2: must be >= base_delay_s (5)");
+  expect(base + "max_reply_bytes = 1000\n", "7: models.m.max_reply_bytes = 1000: must be between 1024 and 1073741824");
   expect(base + "prompt_cache = 1\n", "7: models.m.prompt_cache = 1: must be true or false");
   expect(base + "max_tokens_field = \"max_new_tokens\"\n",
          "7: models.m.max_tokens_field = \"max_new_tokens\": must be \"max_tokens\" or \"max_completion_tokens\"");

@@ -294,17 +294,18 @@ TEST_F(OpenAi, GivesUpAfterMaxAttemptsOf5xxAsServer) {
   EXPECT_EQ(server.received().size(), 3u);
 }
 
-TEST_F(OpenAi, AnUnparseableSuccessIsABadResponse) {
+TEST_F(OpenAi, AnUnparseableSuccessIsAFormatErrorNotRetried) {
   ModelConfig model = config(Provider::openai);
   server.push(200, std::string("{\"choices\": [ {\"message\": "));
   auto c = client(model);
-  ChatError error = error_of(*c, hello("x"));
-  EXPECT_EQ(error.kind(), ChatError::Kind::bad_response);
-  EXPECT_EQ(error.http_status(), 200);
+  ChatResponse response = c->complete(hello("x"));
+  EXPECT_NE(response.format_error.find("HTTP 200 with a reply that is not a openai response"), std::string::npos)
+      << response.format_error;
+  EXPECT_EQ(response.raw, "{\"choices\": [ {\"message\": ");
   EXPECT_EQ(server.received().size(), 1u);
 
   server.push(200, json{{"object", "chat.completion"}, {"choices", json::array()}});
-  EXPECT_EQ(error_of(*c, hello("x")).kind(), ChatError::Kind::bad_response);
+  EXPECT_NE(c->complete(hello("x")).format_error.find("no choices"), std::string::npos);
 }
 
 TEST_F(OpenAi, RetriesNetworkErrorsAndTimesOutEachAttempt) {

@@ -44,14 +44,14 @@ TEST(ScriptedServer, PlaysStepsInOrderAndChecksExpectations) {
                {{"path", "/v1/messages"}, {"headers", {{"x-api-key", "k"}}}, {"json", {{"/model", "m"}}}}});
   server.push({200, {{"Content-Type", "text/plain"}}, "two", 0, {{"contains", {"needle"}}, {"absent", {"/tools"}}}});
   llm::Http http;
-  auto first = http.post(server.url() + "/v1/messages", {"x-api-key: k"}, R"({"model": "m"})", 5);
+  auto first = http.post(server.url() + "/v1/messages", {"x-api-key: k"}, R"({"model": "m"})", 5, 1 << 20);
   EXPECT_EQ(first.status, 201);
   EXPECT_EQ(first.body, R"({"n": 1})");
   EXPECT_EQ(first.header("x-step"), "one");
   EXPECT_EQ(first.header("content-type"), "application/json");
-  auto second = http.post(server.url() + "/v1/chat/completions", {}, R"({"tools": [], "x": "no pin"})", 5);
+  auto second = http.post(server.url() + "/v1/chat/completions", {}, R"({"tools": [], "x": "no pin"})", 5, 1 << 20);
   EXPECT_EQ(second.status, 400);  // both expectations failed
-  auto third = http.post(server.url() + "/v1/chat/completions", {}, "{}", 5);
+  auto third = http.post(server.url() + "/v1/chat/completions", {}, "{}", 5, 1 << 20);
   EXPECT_EQ(third.status, 400);  // no step left
   EXPECT_TRUE(server.wait_played(3, 5)) << server.played();
 
@@ -79,7 +79,7 @@ TEST(ScriptedServer, AWrongHeaderOrValueIsAFailure) {
   server.start();
   server.push({200, {}, "{}", 0, {{"headers", {{"authorization", "Bearer a"}}}, {"json", {{"/n", 2}}}}});
   llm::Http http;
-  EXPECT_EQ(http.post(server.url() + "/x", {"Authorization: Bearer b"}, R"({"n": 3})", 5).status, 400);
+  EXPECT_EQ(http.post(server.url() + "/x", {"Authorization: Bearer b"}, R"({"n": 3})", 5, 1 << 20).status, 400);
   auto failures = server.failures();
   ASSERT_EQ(failures.size(), 2u);
   EXPECT_EQ(failures[0], "#0 /x: header authorization is Bearer b, expected Bearer a");
@@ -93,6 +93,42 @@ TEST(ScriptedServer, StepFromJsonRejectsUnknownFields) {
   EXPECT_EQ(step.status, 429);
   EXPECT_EQ(step.body, R"({"a":1})");
   EXPECT_EQ(step.headers, (std::vector<std::pair<std::string, std::string>>{{"Retry-After", "2"}}));
+}
+
+TEST(ScriptedServer, AChunkedStepIsSentWithoutContentLength) {
+  Server server;
+  server.start();
+  server.push(step_from_json(json{{"body", "0123456789"}, {"chunked", true}}, 0));
+  llm::Http http;
+  auto response = http.post(server.url() + "/v1/messages", {}, "{}", 5, 1 << 20);
+  EXPECT_EQ(response.body, "0123456789");
+  EXPECT_EQ(response.header("transfer-encoding"), "chunked");
+  EXPECT_FALSE(response.header("content-length").has_value());
+  EXPECT_THROW(step_from_json(json{{"chunked", 1}}, 0), std::runtime_error);
+}
+
+// The cap holds whether the server announces the length (refused before reading) or streams the body.
+TEST(Http, StopsReadingABodyAtTheCap) {
+  Server server;
+  server.start();
+  std::string body(100000, 'x');
+  for (bool chunked : {false, true}) {
+    Step step;
+    step.body = body;
+    step.chunked = chunked;
+    server.push(step);
+    llm::Http http;
+    auto response = http.post(server.url() + "/v1/messages", {}, "{}", 5, 4096);
+    EXPECT_TRUE(response.too_large) << "chunked " << chunked;
+    EXPECT_EQ(response.status, 200);
+    EXPECT_LE(response.body.size(), 4096u);
+  }
+  Step small;
+  small.body = std::string(4096, 'y');
+  server.push(small);
+  auto response = llm::Http().post(server.url() + "/v1/messages", {}, "{}", 5, 4096);
+  EXPECT_FALSE(response.too_large);
+  EXPECT_EQ(response.body.size(), 4096u);
 }
 
 // Runs the executable on `script`, posts `bodies` to it in turn, sends SIGTERM if asked, and returns its
@@ -120,7 +156,7 @@ int run_executable(const fs::path& dir, const json& script, const std::vector<st
     int port = std::atoi(line);
     llm::Http http;
     for (const std::string& body : bodies) {
-      statuses->push_back(http.post(fmt::format("http://127.0.0.1:{}/v1/messages", port), {}, body, 5).status);
+      statuses->push_back(http.post(fmt::format("http://127.0.0.1:{}/v1/messages", port), {}, body, 5, 1 << 20).status);
     }
   }
   if (terminate) ::kill(pid, SIGTERM);

@@ -84,10 +84,10 @@ json error_body(const std::string& message) {
 Step step_from_json(const json& step, std::size_t index) {
   auto where = [&](const std::string& field) { return "script step " + std::to_string(index) + ": " + field; };
   if (!step.is_object()) throw std::runtime_error(where("") + "must be an object, not " + step.dump());
-  static const char* known[] = {"status", "headers", "body", "delay_ms", "expect"};
+  static const char* known[] = {"status", "headers", "body", "delay_ms", "chunked", "expect"};
   for (auto& [key, value] : step.items()) {
     if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
-      throw std::runtime_error(where(key) + " is not a step field (status, headers, body, delay_ms, expect)");
+      throw std::runtime_error(where(key) + " is not a step field (status, headers, body, delay_ms, chunked, expect)");
     }
   }
   Step out;
@@ -108,6 +108,10 @@ Step step_from_json(const json& step, std::size_t index) {
       throw std::runtime_error(where("delay_ms") + " must be a whole number >= 0");
     }
     out.delay_ms = step["delay_ms"].get<int>();
+  }
+  if (step.contains("chunked")) {
+    if (!step["chunked"].is_boolean()) throw std::runtime_error(where("chunked") + " must be true or false");
+    out.chunked = step["chunked"].get<bool>();
   }
   if (step.contains("expect")) {
     if (!step["expect"].is_object()) throw std::runtime_error(where("expect") + " must be an object");
@@ -157,12 +161,21 @@ int Server::start(int port) {
     int status = 200;
     std::vector<std::pair<std::string, std::string>> out_headers;
     std::string body, content_type = "application/json";
-    handle(request.method, request.path, headers, request.body, status, out_headers, body, content_type);
+    bool chunked = false;
+    handle(request.method, request.path, headers, request.body, status, out_headers, body, content_type, chunked);
     response.status = status;
     for (const auto& [name, value] : out_headers) {
       if (lower(name) != "content-type") response.set_header(name, value);
     }
-    response.set_content(body, content_type);
+    if (!chunked) {
+      response.set_content(body, content_type);
+      return;
+    }
+    response.set_chunked_content_provider(content_type, [body = std::move(body)](std::size_t, httplib::DataSink& sink) {
+      if (!body.empty()) sink.write(body.data(), body.size());
+      sink.done();
+      return true;
+    });
   };
   http_->Post(".*", serve);
   http_->Get(".*", serve);
@@ -206,7 +219,7 @@ void Server::stop() {
 
 void Server::handle(const std::string& method, const std::string& path, const std::map<std::string, std::string>& headers,
                     const std::string& body, int& status, std::vector<std::pair<std::string, std::string>>& out_headers,
-                    std::string& out_body, std::string& content_type) {
+                    std::string& out_body, std::string& content_type, bool& chunked) {
   std::unique_lock lock(mutex_);
   Request request;
   request.index = received_.size();
@@ -240,6 +253,7 @@ void Server::handle(const std::string& method, const std::string& path, const st
   }
   status = answer.status;
   out_body = answer.body;
+  chunked = answer.chunked;
   for (const auto& [name, value] : answer.headers) {
     if (lower(name) == "content-type") content_type = value;
     out_headers.emplace_back(name, value);

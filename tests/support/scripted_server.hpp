@@ -36,10 +36,11 @@ struct Step {
   //   "json": {"/model": "m", "/messages/0/role": "user"} (JSON pointers into the body and their values),
   //   "absent": ["/tools"] (pointers that must not exist), "contains": ["text"] (substrings of the body)}
   nlohmann::json expect;
+  bool chunked = false;  // sent with Transfer-Encoding: chunked and no Content-Length, as a streaming server would
 };
 
 // A script file's step: {"status", "headers": {name: value}, "body": a string (sent as is) or any other
-// JSON value (sent serialized), "delay_ms", "expect"}; all optional. Throws std::runtime_error naming
+// JSON value (sent serialized), "delay_ms", "chunked", "expect"}; all optional. Throws std::runtime_error naming
 // the bad field.
 Step step_from_json(const nlohmann::json& step, std::size_t index);
 
@@ -80,7 +81,7 @@ class Server {
  private:
   void handle(const std::string& method, const std::string& path, const std::map<std::string, std::string>& headers,
               const std::string& body, int& status, std::vector<std::pair<std::string, std::string>>& out_headers,
-              std::string& out_body, std::string& content_type);
+              std::string& out_body, std::string& content_type, bool& chunked);
 
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
