@@ -340,8 +340,9 @@ const std::map<std::string, std::vector<Field>>& required_fields() {
       {"response", {{"turn", K::integer}, {"text", K::string}, {"tool_calls", K::array}, {"usage", K::object},
                     {"usage.input_tokens", K::integer}, {"usage.cached_input_tokens", K::integer},
                     {"usage.output_tokens", K::integer}, {"usage.raw", K::any}, {"cost_usd", K::number}}},
+      // arguments: null when over 64 KiB (the turn's response record holds them; arguments_bytes says how many)
       {"tool_call", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
-                     {"arguments", K::string}}},
+                     {"arguments", K::string_or_null}}},
       {"tool_result", {{"turn", K::integer}, {"index", K::integer}, {"id", K::string}, {"name", K::string},
                        {"content", K::string}, {"is_error", K::boolean}}},
       {"user", {{"turn", K::integer}, {"text", K::string}}},
@@ -378,7 +379,7 @@ std::optional<std::string> field_problem(const json& object, const Field& field,
     start = dot + 1;
   }
   if (!is(*at, field.kind)) return fmt::format("{}{} is {}, not {}", prefix, path, cap_text(at->dump(-1, ' ', false, json::error_handler_t::replace), 80),
-                                               kind_name(field.kind));;
+                                               kind_name(field.kind));
   return std::nullopt;
 }
 
@@ -406,6 +407,10 @@ std::optional<std::string> shape_problem(const json& r, const std::string& type)
 std::optional<std::string> value_problem(const json& r, const std::string& type) {
   if ((type == "end" || type == "final") && !parse_run_status(r["status"].get<std::string>())) {
     return fmt::format("status is {}, not a run status", r["status"].dump());
+  }
+  if (type == "tool_call" && r["arguments"].is_null()) {
+    if (!r.contains("arguments_bytes") || !r["arguments_bytes"].is_number_integer())
+      return "arguments is null with no arguments_bytes (an integer) to say how large they were";
   }
   if (type == "tool_result" && r.contains("candidate")) {
     if (auto why = field_problem(r, {"candidate.dir", Kind::string}, "")) return *why;

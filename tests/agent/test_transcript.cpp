@@ -136,6 +136,10 @@ TEST(Transcript, AnIncompleteRecordNamesTheFileLineAndField) {
       {json{{"seq", 3}, {"time", "t"}, {"type", "tool_result"}, {"turn", 1}, {"index", 0}, {"id", "a"}, {"name", "n"},
             {"content", "{}"}, {"is_error", false}, {"candidate", {{"dir", "c"}}}},
        "a tool_result record without candidate.call_index"},
+      // Arguments over 64 KiB are stored once, in the response record: null here, with their size.
+      {json{{"seq", 3}, {"time", "t"}, {"type", "tool_call"}, {"turn", 1}, {"index", 0}, {"id", "a"}, {"name", "n"},
+            {"arguments", nullptr}},
+       "a tool_call record whose arguments is null with no arguments_bytes"},
   };
   for (const auto& test : cases) {
     const auto file = fresh_file("incomplete.jsonl");
