@@ -4,34 +4,9 @@
 // elements are off the correctly rounded sum. Caught by the tolerance's `misrounded`:
 // incorrect_numerics, "not the exact result rounded to nearest even".
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 
+#include "bf16_bits.h"
 #include "d2k/solution.h"
-
-namespace {
-
-float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-uint16_t round_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-uint16_t truncate_to_bf16(float value) {  // the mistake
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-}  // namespace
 
 extern "C" int d2k_run(const d2k_call* call) {
   const d2k_tensor& x = call->inputs[0];

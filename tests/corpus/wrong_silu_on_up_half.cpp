@@ -2,28 +2,9 @@
 // half and the gate half as the multiplier (vLLM's act_first = false, the "mul_and_silu" order), an
 // honest loop otherwise. Caught: the outputs are wrong almost everywhere: incorrect_numerics, "'out'".
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 
+#include "bf16_bits.h"
 #include "d2k/solution.h"
-
-namespace {
-
-float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-uint16_t float_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-}  // namespace
 
 extern "C" int d2k_run(const d2k_call* call) {
   const d2k_tensor& x = call->inputs[0];
@@ -35,8 +16,8 @@ extern "C" int d2k_run(const d2k_call* call) {
     for (int64_t i = 0; i < width; ++i) {
       const float g = bf16_to_float(in[t * x.strides[0] + i * x.strides[1]]);
       const float u = bf16_to_float(in[t * x.strides[0] + (width + i) * x.strides[1]]);
-      const float silu_u = bf16_to_float(float_to_bf16(u / (1.0f + std::exp(-u))));  // the wrong half
-      o[t * out.strides[0] + i * out.strides[1]] = float_to_bf16(silu_u * g);
+      const float silu_u = bf16_to_float(round_to_bf16(u / (1.0f + std::exp(-u))));  // the wrong half
+      o[t * out.strides[0] + i * out.strides[1]] = round_to_bf16(silu_u * g);
     }
   }
   return 0;

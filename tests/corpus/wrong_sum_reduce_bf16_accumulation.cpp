@@ -2,28 +2,9 @@
 // values in bf16 (vLLM's moe_sum order: a rounding after every add), an honest loop otherwise. Where the
 // experts' outputs cancel the small terms are lost. Caught on the heavy-tailed smoke workload: elements
 // far outside their bound: incorrect_numerics, "'out'".
-#include <cstdint>
-#include <cstring>
 
+#include "bf16_bits.h"
 #include "d2k/solution.h"
-
-namespace {
-
-float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
-uint16_t float_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-}  // namespace
 
 extern "C" int d2k_run(const d2k_call* call) {
   const d2k_tensor& x = call->inputs[0];
@@ -35,8 +16,8 @@ extern "C" int d2k_run(const d2k_call* call) {
     for (int64_t h = 0; h < x.shape[2]; ++h) {
       uint16_t sum = 0;  // bf16 zero
       for (int64_t j = 0; j < x.shape[1]; ++j)
-        sum = float_to_bf16(bf16_to_float(sum) + bf16_to_float(in[t * x.strides[0] + j * x.strides[1] + h * x.strides[2]]));
-      o[t * out.strides[0] + h * out.strides[1]] = float_to_bf16(scale * bf16_to_float(sum));
+        sum = round_to_bf16(bf16_to_float(sum) + bf16_to_float(in[t * x.strides[0] + j * x.strides[1] + h * x.strides[2]]));
+      o[t * out.strides[0] + h * out.strides[1]] = round_to_bf16(scale * bf16_to_float(sum));
     }
   }
   return 0;
