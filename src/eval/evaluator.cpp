@@ -97,6 +97,23 @@ Oracles compute_oracles(const Task& task, const TaskCode& code, const Scalars& s
 
 using Step = std::function<void(const char* what, const char* phase)>;
 
+// On cuda the oracles are computed in a thread while the worker starts (its process, CUDA context and
+// uploads take about as long), and the worker waits for them at its first clock mark (run_worker's
+// before_first_clock): no oracle work overlaps a measurement, and a wait shows in worker_noop_timing. On
+// the cpu device they come first, as a phase of their own: they would take the CPUs the worker's calls
+// run on. The arguments must outlive the future.
+std::future<Oracles> start_oracles(const Task& task, const TaskCode& code, const Scalars& scalars, const TensorMap& first,
+                                   const TensorMap& second, Device device, const WorkerRequest& request, const Step& step) {
+  auto compute = [&task, &code, &scalars, &first, &second, device, &request] {
+    return compute_oracles(task, code, scalars, first, second, device, request);
+  };
+  if (device == Device::cuda) return std::async(std::launch::async, compute);
+  step("oracle", "oracle");
+  std::promise<Oracles> computed;
+  computed.set_value(compute());
+  return computed.get_future();
+}
+
 struct BaselineTimes {
   std::optional<TimingSummary> eager, library;
 };
@@ -278,21 +295,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
   const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
-  // On cuda the oracles are computed while the worker starts (its process, CUDA context and uploads take
-  // about as long), and the worker waits for them at its first clock mark: no oracle work overlaps a
-  // measurement (a wait shows in worker_noop_timing). On the cpu device they come first: they would take
-  // the CPUs the worker's calls run on.
-  auto compute = [&] { return compute_oracles(task, *code, scalars, first, second, environment_.device, request); };
-  std::future<Oracles> oracles;
-  if (environment_.device == Device::cuda) {
-    oracles = std::async(std::launch::async, compute);
-  } else {
-    step("oracle", "oracle");
-    std::promise<Oracles> computed;
-    computed.set_value(compute());
-    oracles = computed.get_future();
-  }
-
+  auto oracles = start_oracles(task, *code, scalars, first, second, environment_.device, request, step);
   step(settings_.time ? "running and timing the solution" : "running the solution", "worker");
   WorkerLaunch launch = launch_for(environment_, settings_);
   launch.before_first_clock = [&oracles] { oracles.wait(); };
