@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
+#include <random>
 #include <sstream>
+#include <utility>
 
 #include "agent/records.hpp"
 #include "agent/run.hpp"
@@ -257,4 +260,89 @@ TEST(AgentRunEndpoint, AnEchoedKeyIsInNoFileAndNotInTheProgress) {
   }
   EXPECT_GE(files, 3u);  // run.json, transcript.jsonl, result.json at least
   EXPECT_NE(read_whole_file(f.setup.run_dir / "transcript.jsonl")->find("Bearer [redacted key]"), std::string::npos);
+}
+
+// Issue 18's chaos suite: whole runs against an endpoint that answers each turn, at random (seeded), with
+// a usable reply or one of the ways replies go wrong: garbled JSON, a lone surrogate, the wrong shape,
+// missing or impossible usage, a body over the cap, empty or repeated call ids, no tool call, the key
+// echoed back, a streamed body, a server error that ends the run. Every run must end with a typed status
+// (never harness_error), keep every exchange in a transcript that reads back, and write the key nowhere.
+namespace {
+
+// One turn's reply: the step to push and what it is, for the failure message.
+std::pair<scripted::Step, std::string> chaos_step(std::mt19937& random, int turn) {
+  scripted::Step step;
+  const auto reply = [&](const json& body) { step.body = body.dump(); };
+  const std::string id = fmt::format("call_{}", turn);
+  switch (std::uniform_int_distribution<int>(0, 11)(random)) {
+    case 0: reply(scripted::openai_reply("", {list_files(id)})); return {step, "a usable reply"};
+    case 1: reply(scripted::openai_reply("", {list_files(id), list_files(id)})); return {step, "a repeated call id"};
+    case 2: reply(scripted::openai_reply("", {list_files("")})); return {step, "an empty call id"};
+    case 3: step.body = with_lone_surrogate(); return {step, "a lone surrogate"};
+    case 4: step.body = R"({"choices": [{"message": {"role": "assist)"; return {step, "a cut-off body"};
+    case 5: reply(json{{"error", {{"message", "overloaded"}}}}); return {step, "an error body with status 200"};
+    case 6: {
+      json body = scripted::openai_reply("", {list_files(id)});
+      body.erase("usage");
+      reply(body);
+      return {step, "no usage"};
+    }
+    case 7: {
+      json body = scripted::openai_reply("", {list_files(id)});
+      body["usage"]["prompt_tokens"] = -7;
+      reply(body);
+      return {step, "negative usage"};
+    }
+    case 8: reply(scripted::openai_reply(std::string(96 << 10, 'x'), {list_files(id)})); return {step, "a body over the cap"};
+    case 9: reply(scripted::openai_reply("no tools this time")); return {step, "no tool call"};
+    case 10: reply(scripted::openai_reply(std::string("the key is ") + kKey, {list_files(id)})); return {step, "the key echoed"};
+    default:
+      if (std::uniform_int_distribution<int>(0, 3)(random) == 0) {
+        step.status = 500;
+        reply(json{{"error", {{"message", std::string("internal error for Bearer ") + kKey}}}});
+        return {step, "a server error echoing the key"};
+      }
+      step.chunked = true;
+      reply(scripted::openai_reply("", {list_files(id)}));
+      return {step, "a streamed usable reply"};
+  }
+}
+
+}  // namespace
+
+TEST(AgentRunEndpoint, ChaosRunsEndTypedLoseNothingAndNeverStoreTheKey) {
+  constexpr int kSeeds = 12, kTurns = 10;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    Fixture f(fmt::format("chaos-{}", seed), llm::Provider::openai, kTurns);
+    f.model.max_reply_bytes = 64 << 10;
+    f.client = llm::make_client(f.model);
+    f.setup.client = f.client.get();
+    std::mt19937 random(static_cast<unsigned>(seed));
+    std::string script;
+    for (int turn = 1; turn <= kTurns + 2; ++turn) {
+      auto [step, what] = chaos_step(random, turn);
+      script += fmt::format(" {}:{}", turn, what);
+      f.server.push(std::move(step));
+    }
+    SCOPED_TRACE(fmt::format("seed {}, replies{}", seed, script));
+
+    const auto result = start_run(f.setup);
+
+    std::cout << "seed " << seed << ": " << name_of(result.status) << " after " << f.server.received().size()
+              << " requests;" << script << "\n";
+    EXPECT_TRUE(result.status == RunStatus::budget || result.status == RunStatus::format_errors ||
+                result.status == RunStatus::api_error)
+        << name_of(result.status) << ": " << result.reason;
+    // Every exchange is in the transcript, which reads back whole: a response record per reply the run
+    // took (a server error ends the run without one), then its end.
+    const auto received = f.server.received().size();
+    const auto responses = f.of_type("response").size();
+    EXPECT_EQ(responses + (result.status == RunStatus::api_error ? 1 : 0), received);
+    EXPECT_EQ(f.of_type("end").size(), 1u);
+    EXPECT_EQ(f.log.str().find(kKey), std::string::npos);
+    for (const auto& entry : fs::recursive_directory_iterator(f.setup.run_dir)) {
+      if (!entry.is_regular_file()) continue;
+      EXPECT_EQ(read_whole_file(entry.path())->find(kKey), std::string::npos) << entry.path();
+    }
+  }
 }

@@ -67,7 +67,9 @@ print("ok: the reference stub compiles")
 PY
 
 # A broken task.toml, in copies of shipped tasks: the check names the file, the line and the field.
-cp -r "$D2K_ROOT/tasks/moe" "$D2K_ROOT/tasks/norm" "$tree/tasks/"
+mkdir -p "$tree/tasks/moe" "$tree/tasks/norm"
+cp -r "$D2K_ROOT/tasks/moe/topk_softmax" "$tree/tasks/moe/"
+cp -r "$D2K_ROOT/tasks/norm/fused_add_rmsnorm" "$tree/tasks/norm/"
 rm -rf "$fresh"
 sed -i '0,/smoke = true/s//smoke = "yes"/' "$tree/tasks/moe/topk_softmax/task.toml"
 sed -i '1i name = "norm/fused_add_rmsnorm"' "$tree/tasks/norm/fused_add_rmsnorm/task.toml"
