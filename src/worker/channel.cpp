@@ -84,13 +84,9 @@ Frame ControlChannel::read() {
 }
 
 uint64_t EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, const std::vector<std::string_view>& raw) {
-  std::size_t raw_bytes = 0;
-  for (auto part : raw) raw_bytes += part.size();
-  const uint64_t seq = seq_++;
-  const std::string head = encode_frame_head(kind, seq, token_, fields.dump(), raw_bytes);
-  write_all(kEvidenceFd, head.data(), head.size());
-  for (auto part : raw) write_all(kEvidenceFd, part.data(), part.size());
-  return seq;
+  std::vector<RawSource> sources;
+  for (auto part : raw) sources.push_back({part.size(), [part](const ByteSink& sink) { sink(part.data(), part.size()); }});
+  return send(kind, fields, sources);
 }
 
 uint64_t EvidenceChannel::send(FrameKind kind, const nlohmann::json& fields, const std::vector<RawSource>& raw) {
