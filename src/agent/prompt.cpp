@@ -126,8 +126,9 @@ Prompt build_prompt(const PromptInputs& in) {
     user += "\nThe smallest complete solution (of another operator: y = 2 * x):\n\n";
     user += fence("cpp", file_text(in.root / "examples" / "minimal" / "scale.cpp"));
   }
-  user += fmt::format("\n## The device\n\n{} ({} device): measured copy bandwidth {:.0f} GB/s (read + write)", in.device_name,
-                      name_of(in.device), in.ceiling.copy_gbps);
+  user += fmt::format("\n## The device\n\n{} ({} device): measured copy bandwidth {:.0f} GB/s (read + write), read "
+                      "bandwidth {:.0f} GB/s",
+                      in.device_name, name_of(in.device), in.ceiling.copy_gbps, in.ceiling.read_gbps);
   if (in.ceiling.bf16_tflops) user += fmt::format(", dense bf16 matrix rate {:.0f} TFLOP/s", *in.ceiling.bf16_tflops);
   if (in.ceiling.fp8_tflops) user += fmt::format(", fp8 {:.0f} TFLOP/s", *in.ceiling.fp8_tflops);
   if (in.ceiling.int8_tops) user += fmt::format(", int8 {:.0f} TOPS", *in.ceiling.int8_tops);

@@ -1,5 +1,5 @@
 // The machine's measured ceilings, the denominators of speed of light: how fast memory can be copied
-// and how fast dense matrix products run. Measured (timing/ceilings.hpp), not taken from a datasheet,
+// and read, and how fast dense matrix products run. Measured (timing/ceilings.hpp), not taken from a datasheet,
 // because clocks, power limits and the memory system differ from machine to machine.
 #pragma once
 
@@ -14,6 +14,7 @@ struct Ceilings {
   std::string device_name;
   std::string device_id;              // see timing/device_info.hpp
   double copy_gbps = 0;               // bytes read + bytes written per second, in 1e9 bytes
+  double read_gbps = 0;               // bytes read per second by a kernel that writes nothing, in 1e9 bytes
   std::optional<double> bf16_tflops;  // dense bf16 in, fp32 accumulate; none on the cpu device
   std::optional<double> fp8_tflops;   // dense f8e4m3 in, fp32 accumulate (cuBLASLt); none on the cpu device
   std::optional<double> int8_tops;    // dense i8 in, i32 accumulate (cuBLASLt); none on the cpu device
@@ -22,6 +23,11 @@ struct Ceilings {
   std::string fp8_config;
   std::string int8_config;
   std::string measured_at;            // ISO 8601, UTC
+
+  // The fastest the memory was measured to move bytes, copying or reading (1e9 bytes per second): the
+  // denominator of a task's minimum bytes. A copy shares the bus between reads and writes; a kernel that
+  // mostly reads can beat it, never the read rate.
+  double memory_gbps() const;
 
   // The rate a task's FLOPs run at (Task::flops_dtype: bf16, f8e4m3 or i8), in 1e12 per second; none
   // when not measured.

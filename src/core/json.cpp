@@ -234,6 +234,7 @@ void to_json(json& j, const Ceilings& value) {
   j = json{{"device_name", value.device_name},
            {"device_id", value.device_id},
            {"copy_gbps", value.copy_gbps},
+           {"read_gbps", value.read_gbps},
            {"bf16_tflops", value.bf16_tflops ? json(*value.bf16_tflops) : json(nullptr)},
            {"fp8_tflops", value.fp8_tflops ? json(*value.fp8_tflops) : json(nullptr)},
            {"int8_tops", value.int8_tops ? json(*value.int8_tops) : json(nullptr)},
@@ -246,6 +247,9 @@ void from_json(const json& j, Ceilings& value) {
   read_field(j, "device_name", value.device_name);
   read_field(j, "device_id", value.device_id);
   read_field(j, "copy_gbps", value.copy_gbps);
+  // A cache from before the read rate was measured: unknown (0), so the copy rate alone sets the floor.
+  value.read_gbps = 0;
+  if (j.contains("read_gbps")) read_field(j, "read_gbps", value.read_gbps);
   // A cache written before a rate was measured lacks its key: the rate is then unknown.
   const auto rate = [&](const char* key, std::optional<double>& out) {
     out.reset();

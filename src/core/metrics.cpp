@@ -9,7 +9,8 @@ namespace d2k {
 namespace {
 
 double memory_floor_ms(double min_bytes, const Ceilings& ceiling) {
-  return ceiling.copy_gbps > 0 ? min_bytes / (ceiling.copy_gbps * 1e9) * 1e3 : 0.0;
+  const double gbps = ceiling.memory_gbps();
+  return gbps > 0 ? min_bytes / (gbps * 1e9) * 1e3 : 0.0;
 }
 
 double compute_floor_ms(double flops, const Ceilings& ceiling, DType flops_dtype) {
@@ -18,6 +19,8 @@ double compute_floor_ms(double flops, const Ceilings& ceiling, DType flops_dtype
 }
 
 }  // namespace
+
+double Ceilings::memory_gbps() const { return std::max(copy_gbps, read_gbps); }
 
 std::optional<double> Ceilings::matrix_rate(DType flops_dtype) const {
   switch (flops_dtype) {
@@ -39,7 +42,8 @@ std::optional<std::string> below_floor(double median_ms, double fraction, double
   if (floor <= 0 || median_ms >= fraction * floor) return std::nullopt;
   const std::string why =
       memory_ms >= compute_ms
-          ? fmt::format("{:.4g} MB at the measured copy bandwidth of {:.4g} GB/s", min_bytes / 1e6, ceiling.copy_gbps)
+          ? fmt::format("{:.4g} MB at the measured memory bandwidth of {:.4g} GB/s ({})", min_bytes / 1e6,
+                        ceiling.memory_gbps(), ceiling.read_gbps > ceiling.copy_gbps ? "reading" : "copying")
           : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.4g} TFLOP/s", flops / 1e9, name_of(flops_dtype),
                         *ceiling.matrix_rate(flops_dtype));
   return fmt::format("median time {:.4g} ms is {:.0f}% of the speed-of-light floor of {:.4g} ms ({})", median_ms,

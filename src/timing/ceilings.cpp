@@ -22,6 +22,8 @@
 
 #ifdef D2K_WITH_CUDA
 #include <cublas_v2.h>
+
+#include "timing/read_stream.hpp"
 #endif
 
 namespace fs = std::filesystem;
@@ -46,6 +48,8 @@ double copy_gbps(std::size_t bytes, double ms) {
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
+double read_gbps(std::size_t bytes, double ms) { return static_cast<double>(bytes) / (ms * 1e-3) / 1e9; }
+
 Ceilings measure_cpu() {
   // Value-initialized, so every page is touched before timing.
   std::vector<unsigned char> source(kCpuCopyBytes, 1), target(kCpuCopyBytes, 0);
@@ -60,6 +64,18 @@ Ceilings measure_cpu() {
   }
   Ceilings ceilings;
   ceilings.copy_gbps = copy_gbps(kCpuCopyBytes, median(samples));
+  // The read rate: every word of the source summed once (the sum kept alive, so the loop stays).
+  samples.clear();
+  const auto* words = reinterpret_cast<const uint64_t*>(source.data());
+  for (int i = 0; i < kWarmup + kCopySamples; ++i) {
+    Clock::time_point begin = Clock::now();
+    uint64_t sum = 0;
+    for (std::size_t w = 0; w < kCpuCopyBytes / sizeof(uint64_t); ++w) sum += words[w];
+    asm volatile("" : : "r"(sum) : "memory");
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
+    if (i >= kWarmup) samples.push_back(ms);
+  }
+  ceilings.read_gbps = read_gbps(kCpuCopyBytes, median(samples));
   return ceilings;
 }
 
@@ -148,6 +164,19 @@ Ceilings measure_cuda() {
           "cudaMemcpyAsync");
     });
     ceilings.copy_gbps = copy_gbps(kCudaCopyBytes, ms);
+    // The read rate over the same source: a grid that fills the SMs once, and one of several waves; the
+    // faster counts.
+    int device = 0, sms = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    DeviceBuffer sink(sizeof(unsigned));
+    for (const int blocks : {4 * sms, 32 * sms}) {
+      ms = median_ms(stream.get(), kCopySamples, [&] {
+        check_cuda(read_stream(source.get(), kCudaCopyBytes, blocks, static_cast<unsigned*>(sink.get()), stream.get()),
+                   "read_stream");
+      });
+      ceilings.read_gbps = std::max(ceilings.read_gbps, read_gbps(kCudaCopyBytes, ms));
+    }
   }
   {
     const std::size_t elements = std::size_t{kGemmSize} * kGemmSize;
@@ -206,6 +235,9 @@ std::optional<Ceilings> read_cache(const fs::path& file) {
     // such a cache again instead of keeping the gap for good.
     const bool fp8_missing = !cached.contains("fp8_tflops") || cached.at("fp8_tflops").is_null();
     if (!cached.contains("fp8_config") && fp8_missing) return std::nullopt;
+    // Nor one from before the read rate was measured: its floors sat above kernels that read much more
+    // than they write.
+    if (!cached.contains("read_gbps")) return std::nullopt;
     return cached.get<Ceilings>();
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is measured again, not trusted
@@ -244,7 +276,7 @@ Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh,
     *progress << fmt::format("measuring the {} ceilings of {} ...\n", name_of(device), device_name(device));
   Ceilings ceilings = measure_ceilings(device);
   if (progress) {
-    *progress << fmt::format("  copy {:.0f} GB/s", ceilings.copy_gbps);
+    *progress << fmt::format("  copy {:.0f} GB/s, read {:.0f} GB/s", ceilings.copy_gbps, ceilings.read_gbps);
     if (ceilings.bf16_tflops) *progress << fmt::format(", bf16 {:.0f} TFLOP/s", *ceilings.bf16_tflops);
     if (ceilings.fp8_tflops) *progress << fmt::format(", fp8 {:.0f} TFLOP/s", *ceilings.fp8_tflops);
     if (ceilings.int8_tops) *progress << fmt::format(", int8 {:.0f} TOPS", *ceilings.int8_tops);

@@ -61,7 +61,7 @@ python3 -c "import sys; h, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(
 echo "ok: work on another stream is charged: $hidden ms (same kernel on the call's stream: $honest ms)"
 
 # A time below the floor (no forged time reaches it: the frames' gate stops those first): ceilings that claim a
-# copy bandwidth a million times lower than measured put the honest kernel's real time below its floor.
+# memory bandwidths a million times lower than measured put the honest kernel's real time below its floor.
 slow=$(slow_ceilings cuda)
 cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
 D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "with cold inputs no time under the floor is possible"

@@ -46,8 +46,8 @@ expect_caught() {
   case "$text" in *"$fragment"*) echo "ok: $name: reason names '$fragment': $(message_of "$json" "$workload")";;
     *) fail_now "$name: reason lacks '$fragment': $(message_of "$json" "$workload")";; esac
 }
-# slow_ceilings DEVICE: prints a cache folder whose ceilings claim a copy bandwidth 10^6 x lower than the
-# ones measured into $WORK/cache: an honest kernel's real time is then below its speed-of-light floor.
+# slow_ceilings DEVICE: prints a cache folder whose ceilings claim copy and read bandwidths 10^6 x lower than
+# the ones measured into $WORK/cache: an honest kernel's real time is then below its speed-of-light floor.
 slow_ceilings() {
   local slow="$WORK/slow-cache"
   mkdir -p "$slow"
@@ -57,6 +57,7 @@ cache, slow, device = sys.argv[1:]
 [measured] = glob.glob(os.path.join(cache, f"ceilings-{device}-*.json"))
 ceilings = json.load(open(measured))
 ceilings["copy_gbps"] /= 1e6
+ceilings["read_gbps"] /= 1e6
 json.dump(ceilings, open(os.path.join(slow, os.path.basename(measured)), "w"))
 PY
   echo "$slow"

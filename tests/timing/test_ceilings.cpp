@@ -17,12 +17,14 @@
 namespace fs = std::filesystem;
 using namespace d2k;
 
-TEST(Ceilings, CpuCopyIsMeasuredAndCached) {
+TEST(Ceilings, CpuCopyAndReadAreMeasuredAndCached) {
   fs::path dir = fs::path(testing::TempDir()) / ("d2k-ceilings-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   Ceilings first = cached_ceilings(Device::cpu, dir, false, nullptr);
   EXPECT_GT(first.copy_gbps, 0.1);
   EXPECT_LT(first.copy_gbps, 2000.0);
+  EXPECT_GT(first.read_gbps, 0.1);
+  EXPECT_LT(first.read_gbps, 2000.0);
   EXPECT_FALSE(first.bf16_tflops.has_value());
   EXPECT_FALSE(first.fp8_tflops.has_value());
   EXPECT_FALSE(first.int8_tops.has_value());
@@ -39,12 +41,14 @@ TEST(Ceilings, CpuCopyIsMeasuredAndCached) {
   // A changed cache file is what comes back: it was read, not measured again.
   Ceilings edited = first;
   edited.copy_gbps = 12345.5;
+  edited.read_gbps = 23456.5;
   edited.bf16_tflops = 7.25;
   edited.fp8_tflops = 14.5;
   edited.int8_tops = 13.75;
   std::ofstream(file) << nlohmann::json(edited).dump();
   Ceilings second = cached_ceilings(Device::cpu, dir, false, nullptr);
   EXPECT_DOUBLE_EQ(second.copy_gbps, 12345.5);
+  EXPECT_DOUBLE_EQ(second.read_gbps, 23456.5);
   ASSERT_TRUE(second.bf16_tflops.has_value());
   EXPECT_DOUBLE_EQ(*second.bf16_tflops, 7.25);
   ASSERT_TRUE(second.fp8_tflops.has_value());
@@ -66,6 +70,8 @@ TEST(Ceilings, ACacheWithoutTheNewerRatesReadsAsUnknownRates) {
       "copy_gbps": 4203.5, "bf16_tflops": 773.0, "measured_at": "2026-11-29T10:00:00Z"})");
   const Ceilings read = old.get<Ceilings>();
   EXPECT_DOUBLE_EQ(read.copy_gbps, 4203.5);
+  EXPECT_EQ(read.read_gbps, 0.0);  // unknown: the copy rate alone sets the floor
+  EXPECT_DOUBLE_EQ(read.memory_gbps(), 4203.5);
   ASSERT_TRUE(read.bf16_tflops.has_value());
   EXPECT_DOUBLE_EQ(*read.bf16_tflops, 773.0);
   EXPECT_FALSE(read.fp8_tflops.has_value());
@@ -91,6 +97,7 @@ TEST(Ceilings, AnOldCacheWithoutTheFp8RateIsMeasuredAgain) {
 
   old["fp8_config"] = "";
   old["int8_config"] = "";
+  old["read_gbps"] = 23456.5;
   std::ofstream(file) << old.dump();
   const Ceilings kept = cached_ceilings(Device::cpu, dir, false, nullptr);
   EXPECT_DOUBLE_EQ(kept.copy_gbps, 12345.5);
@@ -142,3 +149,21 @@ TEST(CeilingsLt, ConfigurationsAreTnAndTheFirstIsTheDocumentedOne) {
   EXPECT_TRUE(fast_accum);
 }
 #endif
+
+// A cache from before the read rate was measured is measured again: its floors, at the copy rate alone,
+// sat above kernels that read much more than they write (an honest MoE sum at 96% of such a floor).
+TEST(Ceilings, ACacheWithoutTheReadRateIsMeasuredAgain) {
+  fs::path dir = fs::path(testing::TempDir()) / ("d2k-ceilings-noread-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = ceilings_file(Device::cpu, dir);
+  nlohmann::json old = {{"device_name", "cpu"},  {"device_id", device_id(Device::cpu)}, {"copy_gbps", 12345.5},
+                        {"fp8_config", ""},      {"int8_config", ""},
+                        {"measured_at", "2026-12-01T03:00:00Z"}};
+  std::ofstream(file) << old.dump();
+  const Ceilings measured = cached_ceilings(Device::cpu, dir, false, nullptr);
+  EXPECT_LT(measured.copy_gbps, 2000.0);
+  EXPECT_GT(measured.read_gbps, 0.1);
+  EXPECT_NE(measured.measured_at, "2026-12-01T03:00:00Z");
+  fs::remove_all(dir);
+}
