@@ -1,11 +1,8 @@
 // profile: Nsight Compute on the worker process of a one-workload evaluation run in this process (ncu
-// inside the worker's sandbox, eval/ncu.hpp). The harness's own L2 flush kernel is left out of the summary.
+// inside the worker's sandbox, eval/ncu.hpp). The harness's own kernels (namespace d2k) are left out.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <map>
-#include <sstream>
 
 #include "agent/tools.hpp"
 #include "eval/evaluator.hpp"
@@ -26,88 +23,7 @@ ToolOutcome unavailable(const std::string& why) {
   return outcome;
 }
 
-// One CSV line, with quoted fields ("a","b,c").
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> fields;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
-      else if (c == '"') quoted = false;
-      else field += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.push_back(field);
-      field.clear();
-    } else if (c != '\r') {
-      field += c;
-    }
-  }
-  fields.push_back(field);
-  return fields;
-}
-
-const char* kMetrics[][2] = {
-    {"gpu__time_duration.sum", "duration_ns"},
-    {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "compute_throughput_pct"},
-    {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory_throughput_pct"},
-    {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram_throughput_pct"},
-    {"dram__bytes.sum", "dram_bytes"},
-    {"sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct"},
-    {"launch__registers_per_thread", "registers_per_thread"},
-    {"launch__shared_mem_per_block_static", "static_shared_bytes"},
-    {"launch__shared_mem_per_block_dynamic", "dynamic_shared_bytes"},
-};
-
 }  // namespace
-
-// Parses `ncu --csv --print-units base --metrics ...` output: one row per kernel and metric.
-json parse_ncu_csv(const std::string& output, std::size_t max_kernels) {
-  std::istringstream in(output);
-  std::string line;
-  std::vector<std::string> header;
-  std::map<std::string, std::size_t> column;
-  std::vector<std::string> order;
-  std::map<std::string, json> kernels;
-  while (std::getline(in, line)) {
-    if (header.empty()) {
-      if (!line.starts_with("\"ID\"")) continue;
-      header = csv_fields(line);
-      for (std::size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
-      continue;
-    }
-    const auto fields = csv_fields(line);
-    auto get = [&](const char* name) -> std::string {
-      auto it = column.find(name);
-      return it != column.end() && it->second < fields.size() ? fields[it->second] : std::string();
-    };
-    const auto id = get("ID");
-    const auto name = get("Kernel Name");
-    // The harness's own kernels in the worker: the L2 flush and the bytewise comparison of outputs.
-    if (id.empty() || name.find("read_all") != std::string::npos || name.find("count_differences") != std::string::npos)
-      continue;
-    if (!kernels.count(id)) {
-      if (order.size() >= max_kernels) continue;
-      order.push_back(id);
-      kernels[id] = {{"kernel", name.substr(0, 200)}, {"grid", get("Grid Size")}, {"block", get("Block Size")}};
-    }
-    const auto metric = get("Metric Name");
-    for (const auto& [ncu_name, key] : kMetrics) {
-      if (metric != ncu_name) continue;
-      std::string value = get("Metric Value");
-      value.erase(std::remove(value.begin(), value.end(), ','), value.end());
-      char* end = nullptr;
-      const double number = std::strtod(value.c_str(), &end);
-      kernels[id][key] = end && *end == '\0' && !value.empty() ? json(number) : json(value);
-    }
-  }
-  json list = json::array();
-  for (const auto& id : order) list.push_back(kernels[id]);
-  return list;
-}
 
 ToolOutcome ToolBox::profile(const json& args, int call_index) {
   auto it = args.find("workload");
@@ -133,9 +49,7 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
   const auto report = scratch / "ncu-report.txt";
   std::error_code ignored;
   fs::remove(report, ignored);
-  std::string metrics;
-  for (const auto& [name, key] : kMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(name);
-  auto ncu = make_ncu_wrap(metrics, 40, report);
+  auto ncu = make_ncu_wrap(ncu_profile_metrics(), 40, report);
   if (!ncu) return unavailable("Nsight Compute (ncu) is not on PATH");
   Solution solution;
   try {

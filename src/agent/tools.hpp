@@ -100,8 +100,3 @@ inline constexpr std::size_t kResultBytes = 32 * 1024;
 inline constexpr std::size_t kStoredArgumentsBytes = 64 * 1024;
 
 }  // namespace d2k::agent
-
-namespace d2k::agent {
-// The kernels of `ncu --csv --print-units base --metrics ...` output, the harness's flush left out.
-nlohmann::json parse_ncu_csv(const std::string& output, std::size_t max_kernels);
-}  // namespace d2k::agent

@@ -3,9 +3,13 @@
 
 #include <memory>
 
+#include <iostream>
+
 #include "cli/commands.hpp"
+#include "cli/profile.hpp"
 #include "cli/results.hpp"
 #include "cli/run_options.hpp"
+#include "core/error.hpp"
 #include "core/task_loader.hpp"
 
 namespace d2k {
@@ -15,6 +19,7 @@ struct EvalOptions {
   std::string task;
   std::string solution;
   RunOptions run;
+  bool profile = false;
 };
 
 }  // namespace
@@ -26,12 +31,19 @@ Command add_eval_command(CLI::App& app, const GlobalOptions& global) {
   command->add_option("solution", options->solution, "a .cu or .cpp file, or a folder of them")->required();
   add_run_options(*command, options->run);
   command->add_flag("--final", options->run.final, "final evaluation: published and hidden workloads, a fresh seed unless --seed");
+  command->add_flag("--profile", options->profile,
+                    "Nsight Compute on the solution's kernels of one workload (-w), untimed: time, DRAM traffic, "
+                    "throughputs, occupancy per kernel (cuda)");
   return {command, [options, &global] {
             const auto& run = options->run;
             const auto context = make_context(global.root);
             const Task task = load_task(context.tasks_dir, options->task);
             const Solution solution = load_solution(options->solution);
             const auto environment = make_environment(environment_options(run, context));
+            if (options->profile) {
+              if (run.repeat > 1) fail("--profile runs once: leave out --repeat");
+              return profile_and_report(std::cout, task, solution, environment, eval_settings(run, environment.device));
+            }
             const auto observer = progress_observer(run);
             Evaluator evaluator(environment, eval_settings(run, environment.device), observer.get());
             say_smoke_tier({&task}, evaluator.settings());

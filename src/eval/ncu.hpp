@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "eval/evaluator.hpp"
 
 namespace d2k {
@@ -17,5 +19,15 @@ std::optional<std::filesystem::path> find_on_path(const std::string& name);
 // ncu with `metrics` (comma-separated) for the first `launch_count` kernels, its report to `report`;
 // nothing when ncu is not on PATH.
 std::optional<NcuWrap> make_ncu_wrap(const std::string& metrics, int launch_count, const std::filesystem::path& report);
+
+// The metrics a profile reads, comma-separated for make_ncu_wrap: duration, SM, memory and DRAM
+// throughput (% of peak), DRAM bytes, achieved occupancy, registers, static and dynamic shared memory.
+std::string ncu_profile_metrics();
+
+// The first `max_kernels` kernels of `ncu --csv --print-units base --metrics ...` output, each an object
+// with kernel, grid, block and the metrics under short names (duration_ns, dram_bytes, ...). The
+// harness's own kernels in the worker (namespace d2k: the L2 flush, the digests of outputs, the swaps
+// of patched elements) are left out.
+nlohmann::json parse_ncu_csv(const std::string& output, std::size_t max_kernels);
 
 }  // namespace d2k

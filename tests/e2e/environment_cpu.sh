@@ -1,6 +1,7 @@
 # The command line sets up only what a subcommand needs: `d2k ceilings` runs without the worker and the
 # sandbox launcher beside it (eval then fails for want of them); `d2k eval` reads only the named task,
-# so a broken task elsewhere in the tree does not stop it (while `d2k tasks` reports it).
+# so a broken task elsewhere in the tree does not stop it (while `d2k tasks` reports it); `eval --profile`
+# refuses the cpu device.
 source "$(dirname "$0")/lib.bash"
 task=norm/fused_add_rmsnorm
 
@@ -29,3 +30,10 @@ set +e; out=$("$D2K" --root "$root" eval norm/nope "$root/tasks/$task/solution/c
 expect_eq "$code" 2 "exit status of an unknown task"
 case "$out" in *"no task 'norm/nope' (known: broken/garbage, norm/fused_add_rmsnorm)"*) echo "ok: unknown task named with the known ones";;
   *) echo "FAIL: unknown task said: $out" >&2; exit 1;; esac
+
+# --profile (Nsight Compute on one workload) needs the cuda device and one named workload; on the cpu device
+# it says so before running anything.
+set +e; out=$("$D2K" eval $task "$D2K_ROOT/tasks/$task/solution/cpu" --device cpu --profile -w llama3-8b-T1 2>&1); code=$?; set -e
+expect_eq "$code" 2 "exit status of --profile on the cpu device"
+case "$out" in *"--profile needs the cuda device (Nsight Compute profiles GPU kernels); the device is cpu"*) echo "ok: --profile names the device it needs";;
+  *) echo "FAIL: --profile on the cpu device said: $out" >&2; exit 1;; esac

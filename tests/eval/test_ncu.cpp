@@ -67,5 +67,27 @@ TEST(Ncu, NotOnPathIsNothing) {
   fs::remove_all(root);
 }
 
+// One row per kernel launch and metric; the harness's own kernels (namespace d2k: the L2 flush, the
+// digests of outputs) are not the solution's and are left out.
+TEST(Ncu, ParsesItsCsvLeavingOutTheHarnessKernels) {
+  const std::string csv =
+      "==PROF== Connected to process 123 (/usr/bin/d2k-worker)\n"
+      "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\","
+      "\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+      "\"0\",\"123\",\"d2k-worker\",\"h\",\"d2k::<unnamed>::read_all(const uint4 *, unsigned long, unsigned int *)\",\"1\",\"7\",\"(256, 1, 1)\",\"(1024, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"9000\"\n"
+      "\"2\",\"123\",\"d2k-worker\",\"h\",\"d2k::digest_words(unsigned long, const unsigned char *, unsigned long, unsigned long *)\",\"1\",\"7\",\"(256, 1, 1)\",\"(1024, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"800\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",\"ns\",\"12,345\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"71.5\"\n"
+      "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"launch__registers_per_thread\",\"register/thread\",\"40\"\n";
+  const auto kernels = parse_ncu_csv(csv, 10);
+  ASSERT_EQ(kernels.size(), 1u) << kernels.dump();
+  EXPECT_EQ(kernels[0].at("kernel"), "void topk<8>(const float*, float*, int*, int, int)");
+  EXPECT_EQ(kernels[0].at("duration_ns"), 12345.0);
+  EXPECT_EQ(kernels[0].at("dram_throughput_pct"), 71.5);
+  EXPECT_EQ(kernels[0].at("registers_per_thread"), 40.0);
+  EXPECT_EQ(kernels[0].at("grid"), "(512, 1, 1)");
+  EXPECT_TRUE(parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM\n", 10).empty());
+}
+
 }  // namespace
 }  // namespace d2k
