@@ -18,13 +18,23 @@ namespace d2k {
 
 // How the values of one input are drawn. Every workload can override it per input.
 struct InputInit {
-  std::string dist = "normal";  // normal | uniform | student_t | ties | randint
-  double mean = 0.0;            // normal, student_t, ties
-  double std = 1.0;             // normal, student_t, ties
+  std::string dist = "normal";  // normal | uniform | student_t | ties | randint | sparse_groups
+  double mean = 0.0;            // normal, student_t, ties, sparse_groups
+  double std = 1.0;             // normal, student_t, ties, sparse_groups
   double low = 0.0;             // uniform, randint (inclusive)
   double high = 1.0;            // uniform, randint (exclusive)
   double df = 3.0;              // student_t degrees of freedom (heavy tails)
   double quantum = 0.25;        // ties: values rounded to multiples of this, so equal values recur
+  // ties: this share of the nonzero values moved one ulp (of the drawn float32) up or down: distinct
+  // values nearer than any rounded function of them (a softmax in fp32) keeps apart.
+  double nudge = 0.0;
+  // sparse_groups: normal values in groups of `group` consecutive elements (of the row-major tensor), a
+  // share of the groups all zero and another share scaled by `tiny`: the all-zero and near-zero groups
+  // that a quantizer's eps rule exists for.
+  double group = 128;           // a power of two, at most 2^20
+  double zero_share = 0.05;
+  double tiny_share = 0.05;
+  double tiny = 1e-12;
 };
 
 // When an output counts as correct.

@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kDists[] = {"normal", "uniform", "student_t", "ties", "randint"};
+constexpr std::string_view kDists[] = {"normal", "uniform", "student_t", "ties", "randint", "sparse_groups"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -172,24 +172,28 @@ std::vector<std::string> init_keys(const std::string& dist) {
   if (dist == "normal") return {"mean", "std"};
   if (dist == "uniform" || dist == "randint") return {"low", "high"};
   if (dist == "student_t") return {"mean", "std", "df"};
-  return {"mean", "std", "quantum"};  // ties
+  if (dist == "sparse_groups") return {"mean", "std", "group", "zero_share", "tiny_share", "tiny"};
+  return {"mean", "std", "quantum", "nudge"};  // ties
 }
 
 // Reads an init table on top of `init` (the defaults for an input, the input's init for a workload's
 // override), so a workload can change one parameter and keep the rest.
 InputInit parse_init(const Source& source, const toml::node& node, const std::string& path, InputInit init) {
   const toml::table& table = *table_at(source, node, path);
-  Fields fields(source, table, path, {"dist", "mean", "std", "low", "high", "df", "quantum"});
+  Fields fields(source, table, path,
+                {"dist", "mean", "std", "low", "high", "df", "quantum", "nudge", "group", "zero_share", "tiny_share", "tiny"});
   if (const toml::node* dist = fields.find("dist")) {
     init.dist = as_string(source, *dist, fields.path("dist"));
     if (std::find(std::begin(kDists), std::end(kDists), init.dist) == std::end(kDists)) {
-      source.bad(*dist, fields.path("dist"), "unknown distribution (known: normal, uniform, student_t, ties, randint)");
+      source.bad(*dist, fields.path("dist"), "unknown distribution (known: normal, uniform, student_t, ties, randint, sparse_groups)");
     }
   }
   std::vector<std::string> applies = init_keys(init.dist);
-  std::pair<std::string_view, double*> numbers[] = {{"mean", &init.mean}, {"std", &init.std},
-                                                    {"low", &init.low},   {"high", &init.high},
-                                                    {"df", &init.df},     {"quantum", &init.quantum}};
+  std::pair<std::string_view, double*> numbers[] = {
+      {"mean", &init.mean},   {"std", &init.std},   {"low", &init.low},
+      {"high", &init.high},   {"df", &init.df},     {"quantum", &init.quantum},   {"nudge", &init.nudge},
+      {"group", &init.group}, {"zero_share", &init.zero_share}, {"tiny_share", &init.tiny_share},
+      {"tiny", &init.tiny}};
   for (auto& [key, target] : numbers) {
     const toml::node* value = fields.find(key);
     if (value == nullptr) continue;
@@ -209,6 +213,17 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
   if (init.dist != "uniform" && init.dist != "randint") positive("std", init.std);
   if (init.dist == "student_t") positive("df", init.df);
   if (init.dist == "ties") positive("quantum", init.quantum);
+  if (init.dist == "ties" && !(init.nudge >= 0 && init.nudge <= 1))
+    source.error(&table, path, fmt::format("nudge = {} must be a share, from 0 to 1", init.nudge));
+  if (init.dist == "sparse_groups") {
+    positive("tiny", init.tiny);
+    const double g = init.group;
+    if (!(g >= 1 && g <= (1 << 20) && g == std::floor(g) && (static_cast<int64_t>(g) & (static_cast<int64_t>(g) - 1)) == 0))
+      source.error(&table, path, fmt::format("group = {} must be a power of two from 1 to 2^20", g));
+    if (!(init.zero_share >= 0 && init.tiny_share >= 0 && init.zero_share + init.tiny_share <= 1))
+      source.error(&table, path, fmt::format("zero_share ({}) and tiny_share ({}) must be shares: at least 0, at most 1 "
+                                             "together", init.zero_share, init.tiny_share));
+  }
   if (init.dist == "uniform" || init.dist == "randint") {
     if (!(init.low < init.high)) {
       source.error(&table, path, fmt::format("low ({}) must be less than high ({})", init.low, init.high));

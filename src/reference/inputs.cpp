@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/splitmix.hpp"
@@ -39,10 +40,30 @@ at::Tensor draw(const InputInit& init, at::IntArrayRef shape, at::Generator& gen
   if (init.dist == "ties") {
     // Values on a coarse grid, so that equal values recur within a row.
     auto z = at::normal(init.mean, init.std, shape, gen, options);
-    return at::round(z / init.quantum) * init.quantum;
+    auto values = at::round(z / init.quantum) * init.quantum;
+    if (init.nudge == 0) return values;
+    // Half of the nudged values one ulp up, half one down; zero stays (its neighbours are subnormal,
+    // nearer than a float64 oracle keeps apart after a subtraction).
+    const auto u = at::empty(shape, options).uniform_(0.0, 1.0, gen);
+    const auto inf = at::full({}, std::numeric_limits<double>::infinity(), options);
+    const auto moved = values != 0;
+    values = at::where(moved & (u < init.nudge / 2), at::nextafter(values, inf), values);
+    return at::where(moved & (u >= init.nudge / 2) & (u < init.nudge), at::nextafter(values, -inf), values);
   }
   if (init.dist == "randint")
     return at::randint(static_cast<int64_t>(init.low), static_cast<int64_t>(init.high), shape, gen, options);
+  if (init.dist == "sparse_groups") {
+    // Whole groups only: the loader holds `group` to a power of two that divides a drawing chunk, so a
+    // chunk's groups are the tensor's; a tail shorter than a group stays normal.
+    auto values = at::normal(init.mean, init.std, shape, gen, options);
+    const auto group = static_cast<int64_t>(init.group), groups = values.numel() / group;
+    if (groups == 0) return values;
+    const auto u = at::empty({groups}, options).uniform_(0.0, 1.0, gen);
+    const auto factor = at::where(u < init.zero_share, 0.0,
+                                  at::where(u < init.zero_share + init.tiny_share, init.tiny, 1.0)).to(type);
+    values.narrow(0, 0, groups * group).view({groups, group}).mul_(factor.unsqueeze(1));
+    return values;
+  }
   fail("unknown distribution '{}'", init.dist);
 }
 

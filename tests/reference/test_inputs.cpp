@@ -77,6 +77,39 @@ TEST(Inputs, TiesRecurWithinRows) {
   EXPECT_TRUE(at::equal(at::round(a / 0.5) * 0.5, a));
 }
 
+// ties with a nudge: the values sit on the grid or one float32 ulp beside it, about the share asked for
+// beside it, never zero moved; so values that differ by one ulp recur in a row.
+TEST(Inputs, NudgedTiesAreOneUlpBesideTheGridAndNeverMoveZero) {
+  const auto task = task_with(InputInit{.dist = "ties", .std = 0.05, .quantum = 0.0125, .nudge = 0.25});
+  Identity code;
+  const auto a = make_inputs(task, code, task.workloads[0], 7).at("a");
+  const auto grid = at::round(a / 0.0125) * 0.0125;
+  const auto off = a != grid;
+  const auto nonzero = grid != 0;
+  EXPECT_TRUE(at::equal(at::nextafter(grid, a).masked_select(off), a.masked_select(off)));  // one ulp away
+  EXPECT_FALSE((off & ~nonzero).any().item<bool>());                                         // zero stays
+  const double share = off.to(at::kDouble).sum().item<double>() / nonzero.to(at::kDouble).sum().item<double>();
+  EXPECT_NEAR(share, 0.25, 0.02);
+}
+
+// sparse_groups: whole groups of `group` consecutive elements are zero or tiny, the rest normal, in
+// about the shares asked for; drawn in chunks, the groups still start at multiples of `group`.
+TEST(Inputs, SparseGroupsAreWholeGroupsZeroOrTinyInAboutTheirShares) {
+  auto task = task_with(InputInit{.dist = "sparse_groups", .std = 1.0, .group = 128, .zero_share = 0.1, .tiny_share = 0.2,
+                                  .tiny = 1e-12});
+  task.workloads[0].axes = {{"T", 4096}, {"H", 1024}};  // 4 M elements: several drawing chunks
+  Identity code;
+  const auto a = make_inputs(task, code, task.workloads[0], 5).at("a");
+  const auto amax = a.abs().view({-1, 128}).amax(1);
+  const auto zero = (amax == 0).to(at::kDouble).mean().item<double>();
+  const auto tiny = ((amax > 0) & (amax < 1e-10)).to(at::kDouble).mean().item<double>();
+  const auto normal = (amax > 1.0).to(at::kDouble).mean().item<double>();
+  EXPECT_NEAR(zero, 0.1, 0.01);
+  EXPECT_NEAR(tiny, 0.2, 0.01);
+  EXPECT_NEAR(normal, 0.7, 0.01);  // a normal group of 128 has an amax above 1 but for ~1e-12 of them
+  EXPECT_NEAR(zero + tiny + normal, 1.0, 1e-12);
+}
+
 TEST(Inputs, StudentTHasHeavierTailsThanNormal) {
   Identity code;
   const auto normal = task_with(InputInit{.dist = "normal"});
