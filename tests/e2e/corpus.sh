@@ -38,7 +38,7 @@ caught "$corpus/defer_compute_once.cpp" $quant deepseek-v3-T1 incorrect_numerics
 caught "$corpus/tamper_forged_result.cpp" $quant deepseek-v3-T1 runtime_error "(stage: timing)"
 caught "$corpus/tamper_forged_result_at_exit.cpp" $quant deepseek-v3-T1 runtime_error "d2k_run returned 1: every timed call fails"
 # 13 a time below the floor. No forged time reaches the floor now (the token stops it first), so the floor's
-# wiring is tested with ceilings that claim a copy bandwidth a million times lower than measured: the
+# wiring is tested with ceilings that claim memory bandwidths a million times lower than measured: the
 # expert's real time is then below its floor.
 slow=$(slow_ceilings cpu)
 D2K_CACHE_DIR="$slow" caught "$D2K_ROOT/tasks/$quant/solution/cpu" $quant deepseek-v3-T1 rejected "of the speed-of-light floor"
@@ -119,6 +119,8 @@ caught "$corpus/outside_fork.cpp" $quant deepseek-v3-T1 runtime_error "fork: Ope
 caught "$corpus/wrong_silu_on_up_half.cpp" act/silu_and_mul qwen3-30b-T37 incorrect_numerics "'out'"
 caught "$corpus/wrong_sum_reduce_bf16_accumulation.cpp" moe/sum_reduce deepseek-v3-T5-odd-H incorrect_numerics "'out'"
 caught "$corpus/wrong_rmsnorm_residual_truncated.cpp" $norm qwen2.5-7b-T37 incorrect_numerics "not the exact result rounded to nearest even"
+caught "$corpus/wrong_fp8_quant_without_eps.cpp" $quant deepseek-v3-T37-colmajor-ue8m0 incorrect_numerics "'scales'"
+caught "$corpus/wrong_topk_ranks_fp32_probabilities.cpp" moe/topk_softmax qwen3-30b-T33-ties incorrect_numerics "'ids'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
