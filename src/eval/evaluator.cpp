@@ -67,10 +67,13 @@ class FirstDrawOracles {
   }
 
  private:
-  // A reference may update an in-place input: each call gets its own copy.
+  // A reference may update an in-place input: each call gets its own copy, with the placed strides (a
+  // clone of a tensor with gaps, a packed view, comes back contiguous, and a call's patch, computed with
+  // the task's strides, would land elsewhere or out of bounds).
   TensorMap copy() const {
     TensorMap inputs;
-    for (const auto& [name, tensor] : placed_) inputs[name] = tensor.clone();
+    for (const auto& [name, tensor] : placed_)
+      inputs[name] = at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options()).copy_(tensor);
     return inputs;
   }
 
