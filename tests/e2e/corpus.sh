@@ -120,6 +120,7 @@ caught "$corpus/wrong_silu_on_up_half.cpp" act/silu_and_mul qwen3-30b-T37 incorr
 caught "$corpus/wrong_sum_reduce_bf16_accumulation.cpp" moe/sum_reduce deepseek-v3-T5-odd-H incorrect_numerics "'out'"
 caught "$corpus/wrong_rmsnorm_residual_truncated.cpp" $norm qwen2.5-7b-T37 incorrect_numerics "not the exact result rounded to nearest even"
 caught "$corpus/wrong_rmsnorm_fp8_weight_after_quant.cpp" quant/rmsnorm_fp8_quant qwen2.5-7b-T37 incorrect_numerics "'dequant'"
+caught "$corpus/wrong_silu_mul_fp8_scale_before_rounding.cpp" moe/silu_mul_fp8_quant deepseek-v3-T37-colmajor incorrect_numerics "'q': "
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
