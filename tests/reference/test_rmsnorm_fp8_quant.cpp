@@ -189,7 +189,7 @@ TEST_F(RmsNormFp8Quant, TheToleranceAcceptsFewerRoundingsAndEitherQuotientAndRej
 // the wrong ones' best.
 TEST_F(RmsNormFp8Quant, EverySeedOfTheSmallestWorkloadsSeparatesTheVariants) {
   for (const auto& [workload, rows, seeds] : std::vector<std::tuple<std::string, int64_t, uint64_t>>{
-           {"llama3-8b-T1", 1, 1000}, {"llama3-8b-T5-odd-H", 5, 200}, {"qwen2.5-7b-T37", 37, 10}}) {
+           {"llama3-8b-T1", 1, 300}, {"llama3-8b-T5-odd-H", 5, 100}, {"qwen2.5-7b-T37", 37, 4}}) {
     std::map<std::string, double> extreme_nmse;
     int single_row_passes = 0;
     for (uint64_t seed = 1; seed <= seeds; ++seed) {
@@ -213,7 +213,7 @@ TEST_F(RmsNormFp8Quant, EverySeedOfTheSmallestWorkloadsSeparatesTheVariants) {
     if (rows == 1) {
       std::cout << workload << ", " << seeds << " seeds: the scale taken before the weight passed on "
                 << single_row_passes << "\n";
-      EXPECT_LT(single_row_passes, static_cast<int>(seeds / 5));
+      EXPECT_LT(single_row_passes, static_cast<int>(seeds / 5));  // 76 of 1000 when measured
     }
     for (const auto& [name, nmse] : extreme_nmse) {
       std::cout << workload << ", " << seeds << " seeds, " << name << ": "
