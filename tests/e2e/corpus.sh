@@ -125,6 +125,8 @@ caught "$corpus/wrong_rope_position_is_index.cpp" pos/rope_neox llama3-8b-T37 in
 caught "$corpus/wrong_qk_norm_over_projection.cpp" attn/qk_norm_rope qwen3-30b-T37 incorrect_numerics "'k'"
 caught "$corpus/wrong_rmsnorm_fp8_weight_after_quant.cpp" quant/rmsnorm_fp8_quant qwen2.5-7b-T37 incorrect_numerics "'dequant'"
 caught "$corpus/wrong_silu_mul_fp8_scale_before_rounding.cpp" moe/silu_mul_fp8_quant deepseek-v3-T37-colmajor incorrect_numerics "'q': "
+caught "$corpus/wrong_cache_padding_written.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
+caught "$corpus/wrong_cache_before_rotation.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
