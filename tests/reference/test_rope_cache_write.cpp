@@ -93,19 +93,25 @@ struct RopeCacheWrite : ::testing::Test {
     const at::Tensor k32 = rotate32(inputs.at("k"));
     TensorMap out{{"q", rotate32(inputs.at("q")).to(at::kBFloat16)}, {"k", k32.to(at::kBFloat16)}};
     const at::Tensor slots = inputs.at("slot_mapping");
-    const auto tokens = how.padding_written ? at::arange(slots.numel(), kI64) : at::nonzero(slots >= 0).flatten();
+    // The valid tokens, then (the mistake) the padding ones with their slot -1 as an index, in a second
+    // index_put_: within one, the order of two writes to the same slot (a valid token may own the last
+    // slot) is unspecified, and the mistake would show in one cache or the other, or in neither.
+    std::vector<at::Tensor> passes = {at::nonzero(slots >= 0).flatten()};
+    if (how.padding_written) passes.push_back(at::nonzero(slots < 0).flatten());
     const auto write = [&](const char* name, const at::Tensor& values, const at::Tensor& values32, const char* scale) {
       at::Tensor cache = inputs.at(name).clone();
-      const auto rows_of = values.index_select(0, tokens);
-      at::Tensor coded;
-      if (bytes == 2) {
-        coded = rows_of.contiguous().view(at::kByte);
-      } else if (how.rule == Fp8Rule::from_fp32) {
-        coded = fp8_bytes(values32.index_select(0, tokens), Fp8Rule::division, inputs.at(scale));
-      } else {
-        coded = fp8_bytes(rows_of, how.rule, inputs.at(scale));
+      for (const auto& tokens : passes) {
+        const auto rows_of = values.index_select(0, tokens);
+        at::Tensor coded;
+        if (bytes == 2) {
+          coded = rows_of.contiguous().view(at::kByte);
+        } else if (how.rule == Fp8Rule::from_fp32) {
+          coded = fp8_bytes(values32.index_select(0, tokens), Fp8Rule::division, inputs.at(scale));
+        } else {
+          coded = fp8_bytes(rows_of, how.rule, inputs.at(scale));
+        }
+        cache.view({-1, values.size(1), values.size(2) * bytes}).index_put_({slots.index_select(0, tokens)}, coded);
       }
-      cache.view({-1, values.size(1), values.size(2) * bytes}).index_put_({slots.index_select(0, tokens)}, coded);
       out[name] = cache;
     };
     const at::Tensor cached_k = how.cached_before_rotation ? inputs.at("k") : out.at("k");
