@@ -128,6 +128,9 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
       verdict.message = fmt::format("'{}': nmse {:.3g} is above the bound {:.3g}, with every element within tolerance "
                                     "(worst at {}: got {:.6g}, want {:.6g})",
                                     c.name, c.nmse, tolerance->nmse, c.worst_index, c.worst_got, c.worst_want);
+    } else if (c.metric == "exact") {
+      verdict.message = fmt::format("'{}': {} of {} elements differ from the exact answer (the first at {}: got {:.6g}, want {:.6g})",
+                                    c.name, c.mismatches, c.elements, c.worst_index, c.worst_got, c.worst_want);
     } else {
       verdict.message = fmt::format("'{}': {} of {} elements outside tolerance (worst at {}: got {:.6g}, want {:.6g}); nmse {:.3g}",
                                     c.name, c.mismatches, c.elements, c.worst_index, c.worst_got, c.worst_want, c.nmse);

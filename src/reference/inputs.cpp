@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/splitmix.hpp"
@@ -93,19 +94,24 @@ at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t see
   return values.view(shape);
 }
 
+// The task's own draw (TaskCode::make_inputs), laid out as the task says; nothing when it has none.
+std::optional<TensorMap> custom_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto custom = code.make_inputs(task, workload, gen);
+  if (!custom) return std::nullopt;
+  TensorMap laid;
+  for (const auto& spec : task.inputs) {
+    auto it = custom->find(spec.name);
+    if (it == custom->end()) fail("{}: make_inputs did not produce input '{}'", task.name, spec.name);
+    laid[spec.name] = lay_out(it->second, geometry_of(spec, workload), spec.dtype);
+  }
+  return laid;
+}
+
 }  // namespace
 
 TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  if (auto custom = code.make_inputs(task, workload, gen)) {
-    TensorMap laid;
-    for (const auto& spec : task.inputs) {
-      auto it = custom->find(spec.name);
-      if (it == custom->end()) fail("{}: make_inputs did not produce input '{}'", task.name, spec.name);
-      laid[spec.name] = lay_out(it->second, geometry_of(spec, workload), spec.dtype);
-    }
-    return laid;
-  }
+  if (auto custom = custom_inputs(task, code, workload, seed)) return std::move(*custom);
   TensorMap inputs;
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];
@@ -122,16 +128,12 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
 
 TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
                              uint64_t seed) {
-  {
-    // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw:
-    // changing single elements could break its structure.
-    auto probe = at::make_generator<at::CPUGeneratorImpl>(seed);
-    if (code.make_inputs(task, workload, probe)) {
-      auto fresh = make_inputs(task, code, workload, seed);
-      for (const auto& spec : task.inputs)
-        if (spec.prepare) fresh[spec.name] = first.at(spec.name);
-      return fresh;
-    }
+  // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw:
+  // changing single elements could break its structure.
+  if (auto fresh = custom_inputs(task, code, workload, seed)) {
+    for (const auto& spec : task.inputs)
+      if (spec.prepare) (*fresh)[spec.name] = first.at(spec.name);
+    return std::move(*fresh);
   }
   TensorMap mixed;
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {

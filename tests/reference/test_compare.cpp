@@ -160,5 +160,33 @@ TEST(Compare, ExactMetricCountsUnequalIntegers) {
   EXPECT_TRUE(compare("ids", want, want, Tolerance{Tolerance::Metric::exact}).passed);
 }
 
+// The exact pass runs in chunks of 4 M elements: the counts add up across chunks, the first unequal element
+// is reported wherever it lies, and a floating value compares in float64 against the oracle's (a bf16 value
+// one ulp off is unequal; a NaN is unequal and non-finite).
+TEST(Compare, ExactMetricAcrossChunksReportsTheFirstUnequalElement) {
+  const int64_t n = (int64_t{1} << 22) * 2 + 5;
+  auto want = at::arange(0, n, at::TensorOptions().dtype(at::kLong)).remainder(251).to(at::kByte);
+  auto got = want.clone();
+  got[(int64_t{1} << 22) + 7] = 0;
+  got[(int64_t{1} << 22) + 7 + 3] = 0;  // want is 7 and 10 there
+  got[n - 1] = 0;
+  auto c = compare("cache", got, want, Tolerance{Tolerance::Metric::exact});
+  EXPECT_FALSE(c.passed);
+  EXPECT_EQ(c.mismatches, 3);
+  EXPECT_EQ(c.worst_index, (int64_t{1} << 22) + 7);
+  EXPECT_EQ(c.worst_want, static_cast<double>(((int64_t{1} << 22) + 7) % 251));
+  EXPECT_EQ(c.worst_got, 0.0);
+
+  const auto exact = at::tensor({1.0, 2.0, 3.0}, at::TensorOptions().dtype(at::kDouble));
+  auto values = exact.to(at::kBFloat16);
+  EXPECT_TRUE(compare("v", values, exact, Tolerance{Tolerance::Metric::exact}).passed);
+  values[1] = 2.015625;  // one bf16 ulp above 2
+  values[2] = std::numeric_limits<float>::quiet_NaN();
+  c = compare("v", values, exact, Tolerance{Tolerance::Metric::exact});
+  EXPECT_EQ(c.mismatches, 2);
+  EXPECT_EQ(c.non_finite, 1);
+  EXPECT_EQ(c.worst_index, 1);
+}
+
 }  // namespace
 }  // namespace d2k
