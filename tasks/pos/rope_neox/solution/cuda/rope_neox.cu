@@ -22,7 +22,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 2;  // items whose loads are in flight before the first computation
 constexpr int kVec = 8;             // bf16 elements per 16-byte vector
 
 struct Args {
@@ -67,50 +66,54 @@ union Vec {
   uint32_t pair[4];
 };
 
-// Contiguous heads and table rows, every stride and pointer a multiple of 8 elements. Items of tokens
-// [first_token, first_token + tokens) in a 32-bit flat index: per token, the heads of q, then those of k,
-// each split into half / 8 vectors.
-__global__ void __launch_bounds__(kThreads) rope_vec(Args a, int64_t first_token, uint32_t vecs_per_head,
-                                                     uint32_t items_per_token, uint32_t items) {
-  const uint32_t base = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
-  Vec x[kItemsPerThread], y[kItemsPerThread], c[kItemsPerThread], s[kItemsPerThread];
-  __nv_bfloat16* head_at[kItemsPerThread];
-  int64_t position[kItemsPerThread];
-  uint32_t offset[kItemsPerThread];
+// Contiguous heads and table rows, every stride and pointer a multiple of 8 elements. A thread owns one
+// 16-byte column v of a token's table row (cos at [8v, 8v + 8), sin half a row later) and applies it to
+// kHeads heads of that token: it issues the 2 * kHeads loads of q and k (none waits on another) and the
+// position, then the row's two loads, so one dependent round trip serves kHeads heads, and 32 bytes per
+// head are in flight before the first computation. Threads are numbered (token, head group, v): the 8
+// threads of a head half read 128 consecutive bytes. Offsets inside a token are 32-bit.
+template <int kHeads>
+__global__ void __launch_bounds__(kThreads) rope_vec(Args a, uint32_t vecs_per_half, uint32_t groups,
+                                                     uint32_t threads_total) {
+  const uint32_t id = blockIdx.x * kThreads + threadIdx.x;
+  if (id >= threads_total) return;
+  const uint32_t per_token = groups * vecs_per_half;
+  const uint32_t token = id / per_token;
+  const uint32_t rest = id - token * per_token;
+  const uint32_t group = rest / vecs_per_half;
+  const uint32_t column = (rest - group * vecs_per_half) * kVec;
+  const uint32_t heads = a.q_heads + a.k_heads;
+  __nv_bfloat16* const q = a.q + token * a.q_token;
+  __nv_bfloat16* const k = a.k + token * a.k_token;
+  const int64_t position = __ldg(a.positions + token * a.pos_stride);
 
-  // q and k, and the positions: none depends on another load.
+  // Each head's place as a 32-bit offset from q or k (the head count decides which): fewer live registers
+  // than a 64-bit pointer per head, so more threads fit an SM.
+  Vec x[kHeads], y[kHeads];
+  uint32_t offset[kHeads];
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    const uint32_t item = base + i * kThreads;
-    head_at[i] = nullptr;
-    if (item >= items) continue;
-    const uint32_t token = item / items_per_token;
-    const uint32_t rest = item - token * items_per_token;
-    const uint32_t head = rest / vecs_per_head;
-    offset[i] = (rest - head * vecs_per_head) * kVec;
-    const int64_t t = first_token + token;
-    head_at[i] = head < static_cast<uint32_t>(a.q_heads)
-                     ? a.q + t * a.q_token + head * a.q_head
-                     : a.k + t * a.k_token + (head - a.q_heads) * a.k_head;
-    x[i].word = *reinterpret_cast<const uint4*>(head_at[i] + offset[i]);
-    y[i].word = *reinterpret_cast<const uint4*>(head_at[i] + a.half + offset[i]);
-    position[i] = __ldg(a.positions + t * a.pos_stride);
+  for (int j = 0; j < kHeads; ++j) {
+    const uint32_t head = group * kHeads + j;
+    if (head >= heads) continue;
+    offset[j] = head < static_cast<uint32_t>(a.q_heads) ? head * static_cast<uint32_t>(a.q_head) + column
+                                                        : (head - a.q_heads) * static_cast<uint32_t>(a.k_head) + column;
+    const __nv_bfloat16* at = (head < static_cast<uint32_t>(a.q_heads) ? q : k) + offset[j];
+    x[j].word = *reinterpret_cast<const uint4*>(at);
+    y[j].word = *reinterpret_cast<const uint4*>(at + a.half);
   }
-  // The table row of each item's token: cos at [offset, offset + 8), sin half a row later.
+  const __nv_bfloat16* row = a.cache + position * a.cache_row + column;
+  Vec c, s;
+  c.word = __ldg(reinterpret_cast<const uint4*>(row));
+  s.word = __ldg(reinterpret_cast<const uint4*>(row + a.half));
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (!head_at[i]) continue;
-    const __nv_bfloat16* row = a.cache + position[i] * a.cache_row + offset[i];
-    c[i].word = __ldg(reinterpret_cast<const uint4*>(row));
-    s[i].word = __ldg(reinterpret_cast<const uint4*>(row + a.half));
-  }
+  for (int j = 0; j < kHeads; ++j) {
+    const uint32_t head = group * kHeads + j;
+    if (head >= heads) continue;
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (!head_at[i]) continue;
-#pragma unroll
-    for (int p = 0; p < 4; ++p) rotate_pairs(x[i].pair[p], y[i].pair[p], c[i].pair[p], s[i].pair[p]);
-    *reinterpret_cast<uint4*>(head_at[i] + offset[i]) = x[i].word;
-    *reinterpret_cast<uint4*>(head_at[i] + a.half + offset[i]) = y[i].word;
+    for (int p = 0; p < 4; ++p) rotate_pairs(x[j].pair[p], y[j].pair[p], c.pair[p], s.pair[p]);
+    __nv_bfloat16* at = (head < static_cast<uint32_t>(a.q_heads) ? q : k) + offset[j];
+    *reinterpret_cast<uint4*>(at) = x[j].word;
+    *reinterpret_cast<uint4*>(at + a.half) = y[j].word;
   }
 }
 
@@ -158,17 +161,32 @@ bool vector_path(const Args& a) {
          aligned(a.q) && aligned(a.k) && aligned(a.cache);
 }
 
-void launch_vec(const Args& a, cudaStream_t stream) {
-  const auto vecs_per_head = static_cast<uint32_t>(a.half / kVec);
-  const auto items_per_token = static_cast<uint32_t>((a.q_heads + a.k_heads) * vecs_per_head);
-  // Slices of tokens whose item count stays below 2^31: 32-bit index arithmetic in the kernel.
-  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / items_per_token - 1);
+template <int kHeads>
+void launch_heads(const Args& a, cudaStream_t stream) {
+  const auto vecs_per_half = static_cast<uint32_t>(a.half / kVec);
+  const auto groups = static_cast<uint32_t>((a.q_heads + a.k_heads + kHeads - 1) / kHeads);
+  const int64_t per_token = int64_t{groups} * vecs_per_half;
+  // Slices of tokens whose thread count and in-token offsets stay below 2^31: 32-bit arithmetic inside.
+  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / per_token - 1);
   for (int64_t first = 0; first < a.tokens; first += tokens_per_slice) {
     const int64_t tokens = std::min(tokens_per_slice, a.tokens - first);
-    const auto items = static_cast<uint32_t>(tokens * items_per_token);
-    const uint32_t blocks = (items + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
-    rope_vec<<<blocks, kThreads, 0, stream>>>(a, first, vecs_per_head, items_per_token, items);
+    Args slice = a;
+    slice.positions += first * a.pos_stride;
+    slice.q += first * a.q_token;
+    slice.k += first * a.k_token;
+    slice.tokens = tokens;
+    const auto threads = static_cast<uint32_t>(tokens * per_token);
+    rope_vec<kHeads><<<(threads + kThreads - 1) / kThreads, kThreads, 0, stream>>>(slice, vecs_per_half, groups, threads);
   }
+}
+
+// Four heads per thread where the head count allows it without idle slots, else fewer.
+void launch_vec(const Args& a, cudaStream_t stream) {
+  const int heads = a.q_heads + a.k_heads;
+  if (heads % 4 == 0) return launch_heads<4>(a, stream);
+  if (heads % 3 == 0) return launch_heads<3>(a, stream);
+  if (heads % 2 == 0) return launch_heads<2>(a, stream);
+  return launch_heads<4>(a, stream);
 }
 
 }  // namespace
