@@ -23,7 +23,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 2;  // items whose loads are in flight before the first computation
 constexpr int kVec = 8;             // bf16 elements per 16-byte vector
 constexpr int kHeadSize = 128;
 constexpr int kHalf = kHeadSize / 2;
@@ -62,6 +61,15 @@ __device__ __forceinline__ uint32_t narrow(float a, float b) {
   return bits;
 }
 
+// The same bits, through an instruction the compiler may not merge with another: the head's values are
+// widened to fp32 twice (for the sum of squares, then for the rotation) so that only the 16 packed words per
+// head stay live between the two, not 32 floats.
+__device__ __forceinline__ uint32_t opaque(uint32_t bits) {
+  uint32_t same;
+  asm volatile("mov.b32 %0, %1;" : "=r"(same) : "r"(bits));
+  return same;
+}
+
 // a * b for two bf16 pairs, rounded once to bf16 (to nearest even).
 __device__ __forceinline__ uint32_t multiply(uint32_t a_bits, uint32_t b_bits) {
   __nv_bfloat162 a, b;
@@ -73,52 +81,54 @@ __device__ __forceinline__ uint32_t multiply(uint32_t a_bits, uint32_t b_bits) {
   return bits;
 }
 
-// Items of tokens [first_token, first_token + tokens) in a 32-bit flat index: per token, the heads of q,
-// then those of k, each as 8 items (one per lane of its group). Every lane of a warp runs the shuffles;
-// lanes past the end carry zeros and store nothing (a head's 8 items are all in range or all out).
-__global__ void __launch_bounds__(kThreads, 3) qk_norm_rope_vec(Args a, int64_t first_token, uint32_t items_per_token,
-                                                             uint32_t items) {
-  const uint32_t base = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
-  Vec x[kItemsPerThread], y[kItemsPerThread], c[kItemsPerThread], s[kItemsPerThread];
-  __nv_bfloat16* head_at[kItemsPerThread];
-  const __nv_bfloat16* weight_at[kItemsPerThread];
-  int64_t position[kItemsPerThread];
-  uint32_t offset[kItemsPerThread];
+// A thread owns lane j of 8 (vector j of both halves) of kHeads heads of one token, numbered (token, head
+// group, lane): it issues the 2 * kHeads loads of q and k and the position (none waits on another), then
+// the table row's two vectors, which serve all its heads, so 32 bytes per head are in flight before the
+// first computation. Every lane of a warp runs the shuffles; lanes past the end, and heads past the
+// token's last, carry zeros and store nothing (a head's 8 lanes are all in range or all out).
+template <int kHeads>
+__global__ void __launch_bounds__(kThreads, kHeads == 3 ? 3 : 1) qk_norm_rope_vec(Args a, uint32_t groups, uint32_t threads_total) {
+  const uint32_t id = blockIdx.x * kThreads + threadIdx.x;
+  const bool live = id < threads_total;
+  const uint32_t per_token = groups * kLanesPerHead;
+  const uint32_t token = id / per_token;
+  const uint32_t rest = id - token * per_token;
+  const uint32_t group = rest / kLanesPerHead;
+  const uint32_t column = (rest - group * kLanesPerHead) * kVec;
+  const uint32_t heads = a.q_heads + a.k_heads;
+  __nv_bfloat16* const row = a.qkv + int64_t{token} * a.row_stride + column;
+  // The two weights in shared memory, read at the rotation: loaded from global memory there, the compiler
+  // hoists a vector pair per head to the top and the thread holds 32 more registers.
+  __shared__ uint4 weights[2][kHeadSize / kVec];
+  if (threadIdx.x < 2 * kHeadSize / kVec) {
+    const uint32_t which = threadIdx.x / (kHeadSize / kVec), vector = threadIdx.x % (kHeadSize / kVec);
+    weights[which][vector] = __ldg(reinterpret_cast<const uint4*>(which == 0 ? a.q_weight : a.k_weight) + vector);
+  }
 
-  // q and k, and the positions: none depends on another load.
+  Vec x[kHeads], y[kHeads];
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    const uint32_t item = base + i * kThreads;
-    head_at[i] = nullptr;
-    x[i].word = y[i].word = make_uint4(0, 0, 0, 0);
-    if (item >= items) continue;
-    const uint32_t token = item / items_per_token;
-    const uint32_t rest = item - token * items_per_token;
-    const uint32_t head = rest / kLanesPerHead;
-    offset[i] = (rest - head * kLanesPerHead) * kVec;
-    const int64_t t = first_token + token;
-    head_at[i] = a.qkv + t * a.row_stride + int64_t{head} * kHeadSize;
-    weight_at[i] = head < static_cast<uint32_t>(a.q_heads) ? a.q_weight : a.k_weight;
-    x[i].word = *reinterpret_cast<const uint4*>(head_at[i] + offset[i]);
-    y[i].word = *reinterpret_cast<const uint4*>(head_at[i] + kHalf + offset[i]);
-    position[i] = __ldg(a.positions + t * a.pos_stride);
+  for (int j = 0; j < kHeads; ++j) {
+    const uint32_t head = group * kHeads + j;
+    x[j].word = y[j].word = make_uint4(0, 0, 0, 0);
+    if (!live || head >= heads) continue;
+    x[j].word = *reinterpret_cast<const uint4*>(row + head * kHeadSize);
+    y[j].word = *reinterpret_cast<const uint4*>(row + head * kHeadSize + kHalf);
   }
-  // The table rows: cos at [offset, offset + 8), sin half a row later. They wait on the positions only.
-#pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (!head_at[i]) continue;
-    const __nv_bfloat16* row = a.cache + position[i] * a.cache_row + offset[i];
-    c[i].word = __ldg(reinterpret_cast<const uint4*>(row));
-    s[i].word = __ldg(reinterpret_cast<const uint4*>(row + kHalf));
+  Vec c, s;
+  if (live) {
+    const int64_t position = __ldg(a.positions + int64_t{token} * a.pos_stride);
+    const __nv_bfloat16* table = a.cache + position * a.cache_row + column;
+    c.word = __ldg(reinterpret_cast<const uint4*>(table));
+    s.word = __ldg(reinterpret_cast<const uint4*>(table + kHalf));
   }
-  // The head's sum of squares: this lane's 16 values, then the 8 lanes of the head.
-  float inv[kItemsPerThread];
+  // Each head's sum of squares: this lane's 16 values, then the 8 lanes of the head.
+  float inv[kHeads];
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
+  for (int j = 0; j < kHeads; ++j) {
     float sum = 0.0f;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-      const float2 u = widen(x[i].pair[p]), v = widen(y[i].pair[p]);
+      const float2 u = widen(x[j].pair[p]), v = widen(y[j].pair[p]);
       sum = fmaf(u.x, u.x, sum);
       sum = fmaf(u.y, u.y, sum);
       sum = fmaf(v.x, v.x, sum);
@@ -126,28 +136,32 @@ __global__ void __launch_bounds__(kThreads, 3) qk_norm_rope_vec(Args a, int64_t 
     }
 #pragma unroll
     for (int lanes = 1; lanes < kLanesPerHead; lanes *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
-    inv[i] = rsqrtf(sum * (1.0f / kHeadSize) + a.eps);
+    inv[j] = rsqrtf(sum * (1.0f / kHeadSize) + a.eps);
   }
+  __syncthreads();
+  if (!live) return;
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (!head_at[i]) continue;
+  for (int j = 0; j < kHeads; ++j) {
+    const uint32_t head = group * kHeads + j;
+    if (head >= heads) continue;
+    const uint4* weight = weights[head < static_cast<uint32_t>(a.q_heads) ? 0 : 1];
     Vec wx, wy;
-    wx.word = __ldg(reinterpret_cast<const uint4*>(weight_at[i] + offset[i]));
-    wy.word = __ldg(reinterpret_cast<const uint4*>(weight_at[i] + kHalf + offset[i]));
+    wx.word = weight[column / kVec];
+    wy.word = weight[(column + kHalf) / kVec];
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-      const float2 u = widen(x[i].pair[p]), v = widen(y[i].pair[p]);
+      const float2 u = widen(opaque(x[j].pair[p])), v = widen(opaque(y[j].pair[p]));
       // The normalized values rounded to bf16, times the weight in one bf16x2 multiply: the product of two
       // bf16 values is exact before its one rounding, so this is bf16(bf16(x * inv) * w).
-      const float2 n = widen(multiply(narrow(u.x * inv[i], u.y * inv[i]), wx.pair[p]));
-      const float2 m = widen(multiply(narrow(v.x * inv[i], v.y * inv[i]), wy.pair[p]));
-      const float2 cp = widen(c[i].pair[p]), sp = widen(s[i].pair[p]);
+      const float2 n = widen(multiply(narrow(u.x * inv[j], u.y * inv[j]), wx.pair[p]));
+      const float2 m = widen(multiply(narrow(v.x * inv[j], v.y * inv[j]), wy.pair[p]));
+      const float2 cp = widen(c.pair[p]), sp = widen(s.pair[p]);
       // The rotation: bf16 products exact in fp32, one rounding in the fma, one to bf16.
-      x[i].pair[p] = narrow(fmaf(n.x, cp.x, -(m.x * sp.x)), fmaf(n.y, cp.y, -(m.y * sp.y)));
-      y[i].pair[p] = narrow(fmaf(m.x, cp.x, n.x * sp.x), fmaf(m.y, cp.y, n.y * sp.y));
+      x[j].pair[p] = narrow(fmaf(n.x, cp.x, -(m.x * sp.x)), fmaf(n.y, cp.y, -(m.y * sp.y)));
+      y[j].pair[p] = narrow(fmaf(m.x, cp.x, n.x * sp.x), fmaf(m.y, cp.y, n.y * sp.y));
     }
-    *reinterpret_cast<uint4*>(head_at[i] + offset[i]) = x[i].word;
-    *reinterpret_cast<uint4*>(head_at[i] + kHalf + offset[i]) = y[i].word;
+    *reinterpret_cast<uint4*>(row + head * kHeadSize) = x[j].word;
+    *reinterpret_cast<uint4*>(row + head * kHeadSize + kHalf) = y[j].word;
   }
 }
 
@@ -202,16 +216,31 @@ bool vector_path(const Args& a) {
          aligned(a.q_weight) && aligned(a.k_weight);
 }
 
-void launch_vec(const Args& a, cudaStream_t stream) {
-  const auto items_per_token = static_cast<uint32_t>((a.q_heads + a.k_heads) * kLanesPerHead);
-  // Slices of tokens whose item count stays below 2^31: 32-bit index arithmetic in the kernel.
-  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / items_per_token - 1);
+template <int kHeads>
+void launch_heads(const Args& a, cudaStream_t stream) {
+  const auto groups = static_cast<uint32_t>((a.q_heads + a.k_heads + kHeads - 1) / kHeads);
+  const int64_t per_token = int64_t{groups} * kLanesPerHead;
+  // Slices of tokens whose thread count stays below 2^31: 32-bit index arithmetic in the kernel.
+  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / per_token - 1);
   for (int64_t first = 0; first < a.tokens; first += tokens_per_slice) {
-    const int64_t tokens = std::min(tokens_per_slice, a.tokens - first);
-    const auto items = static_cast<uint32_t>(tokens * items_per_token);
-    const uint32_t blocks = (items + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
-    qk_norm_rope_vec<<<blocks, kThreads, 0, stream>>>(a, first, items_per_token, items);
+    Args slice = a;
+    slice.tokens = std::min(tokens_per_slice, a.tokens - first);
+    slice.qkv += first * a.row_stride;
+    slice.positions += first * a.pos_stride;
+    const auto threads = static_cast<uint32_t>(slice.tokens * per_token);
+    qk_norm_rope_vec<kHeads><<<(threads + kThreads - 1) / kThreads, kThreads, 0, stream>>>(slice, groups, threads);
   }
+}
+
+// Three heads per thread where the head count allows it without idle slots (held to 80 registers, 4 bytes
+// spilled, for 3 blocks per SM: 72 KB of q and k in flight per SM; at its own 82 it got 2), else four
+// (98 registers, 2 blocks: 64 KB), else two (66, 3: 48 KB).
+void launch_vec(const Args& a, cudaStream_t stream) {
+  const int heads = a.q_heads + a.k_heads;
+  if (heads % 3 == 0) return launch_heads<3>(a, stream);
+  if (heads % 4 == 0) return launch_heads<4>(a, stream);
+  if (heads % 2 == 0) return launch_heads<2>(a, stream);
+  return launch_heads<4>(a, stream);
 }
 
 }  // namespace

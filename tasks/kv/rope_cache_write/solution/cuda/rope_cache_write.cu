@@ -25,7 +25,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 2;  // items whose loads are in flight before the first computation
 constexpr int kVec = 8;             // bf16 elements per 16-byte vector
 
 struct Args {
@@ -72,12 +71,26 @@ __device__ __forceinline__ void rotate_pairs(uint32_t& x_bits, uint32_t& y_bits,
   y_bits = narrow(y0, y1);
 }
 
+// x / scale correctly rounded in fp32 without a division: q = x * (1 / scale), then one correction with the
+// exact residual x - q * scale (Markstein: with a correctly rounded reciprocal and q within an ulp, the
+// corrected quotient is correctly rounded wherever nothing underflows; below 2^-60 it may be an ulp off,
+// and every such value still converts to an fp8 zero of the same sign). A zero residual keeps q (and the
+// sign of a zero); an infinite q (overflow) stays, and saturates.
+struct Divisor {
+  float value, reciprocal;
+};
+
+__device__ __forceinline__ float divide(float x, Divisor d) {
+  const float q = x * d.reciprocal;
+  const float residual = fmaf(-q, d.value, x);
+  return residual == 0.0f || isinf(q) ? q : fmaf(residual, d.reciprocal, q);
+}
+
 // Two bf16 values -> two fp8 e4m3fn codes (first in the low byte): value / scale correctly rounded in fp32,
 // then the saturating round-to-nearest-even conversion (vLLM's scaled_convert).
-__device__ __forceinline__ uint32_t fp8_pair(uint32_t bits, float scale) {
+__device__ __forceinline__ uint32_t fp8_pair(uint32_t bits, Divisor scale) {
   const float2 x = widen(bits);
-  const float2 scaled = make_float2(__fdiv_rn(x.x, scale), __fdiv_rn(x.y, scale));
-  return __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, __NV_E4M3);
+  return __nv_cvt_float2_to_fp8x2(make_float2(divide(x.x, scale), divide(x.y, scale)), __NV_SATFINITE, __NV_E4M3);
 }
 
 union Vec {
@@ -89,7 +102,7 @@ union Vec {
 // as they are, or as fp8 codes (8 bytes each).
 template <bool kFp8>
 __device__ __forceinline__ void store_cache(uint8_t* head_row, int32_t half, uint32_t offset, const Vec& x,
-                                            const Vec& y, float scale) {
+                                            const Vec& y, Divisor scale) {
   if constexpr (kFp8) {
     uint2 fx, fy;
     fx.x = fp8_pair(x.pair[0], scale) | (fp8_pair(x.pair[1], scale) << 16);
@@ -104,78 +117,74 @@ __device__ __forceinline__ void store_cache(uint8_t* head_row, int32_t half, uin
   }
 }
 
-// Contiguous heads, every stride and pointer a multiple of 8 elements. Items of tokens [first_token,
-// first_token + tokens) in a 32-bit flat index: per token, the heads of q, then k, then v, each split into
-// half / 8 vectors.
-template <bool kFp8>
-__global__ void __launch_bounds__(kThreads) rope_cache_vec(Args a, int64_t first_token, uint32_t vecs_per_head,
-                                                           uint32_t items_per_token, uint32_t items) {
-  constexpr int64_t kBytes = kFp8 ? 1 : 2;
-  const uint32_t base = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
-  const int32_t rotated_heads = a.q_heads + a.kv_heads;
-  Vec x[kItemsPerThread], y[kItemsPerThread], c[kItemsPerThread], s[kItemsPerThread];
-  __nv_bfloat16* in_place[kItemsPerThread];  // q or k head, or null for a v item
-  int64_t position[kItemsPerThread], slot[kItemsPerThread];
-  uint32_t offset[kItemsPerThread];
-  int32_t head[kItemsPerThread];  // in [0, Hq + 2 Hkv); -1: no item
+// The head of q, k or v number `head` of one token (heads numbered q, then k, then v).
+__device__ __forceinline__ const __nv_bfloat16* head_of(const Args& a, uint32_t token, uint32_t head) {
+  const uint32_t rotated = a.q_heads + a.kv_heads;
+  if (head < static_cast<uint32_t>(a.q_heads)) return a.q + token * a.q_token + head * a.q_head;
+  if (head < rotated) return a.k + token * a.k_token + (head - a.q_heads) * a.k_head;
+  return a.v + token * a.v_token + (head - rotated) * a.v_head;
+}
 
-  // q, k and v vectors, positions and slots: none depends on another load.
+// Contiguous heads, every stride and pointer a multiple of 8 elements. A thread owns one 16-byte column of
+// a token's heads (vector j of both halves) for kHeads consecutive heads of the token, numbered (token,
+// head group, column): it issues the 2 * kHeads loads of q, k or v, the position and the slot (none waits on
+// another), then the table row's two vectors, which serve all its rotated heads: one dependent round trip
+// for kHeads heads, and 32 bytes per head in flight before the first computation.
+template <bool kFp8, int kHeads>
+__global__ void __launch_bounds__(kThreads) rope_cache_vec(Args a, uint32_t vecs_per_half, uint32_t groups,
+                                                           uint32_t threads_total) {
+  constexpr int64_t kBytes = kFp8 ? 1 : 2;
+  const uint32_t id = blockIdx.x * kThreads + threadIdx.x;
+  if (id >= threads_total) return;
+  const uint32_t per_token = groups * vecs_per_half;
+  const uint32_t token = id / per_token;
+  const uint32_t rest = id - token * per_token;
+  const uint32_t group = rest / vecs_per_half;
+  const uint32_t column = (rest - group * vecs_per_half) * kVec;
+  const uint32_t rotated = a.q_heads + a.kv_heads, heads = rotated + a.kv_heads;
+  const uint32_t first = group * kHeads;
+  const bool any_rotated = first < rotated, any_cached = first + kHeads > static_cast<uint32_t>(a.q_heads);
+
+  Vec x[kHeads], y[kHeads];
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    const uint32_t item = base + i * kThreads;
-    head[i] = -1;
-    if (item >= items) continue;
-    const uint32_t token = item / items_per_token;
-    const uint32_t rest = item - token * items_per_token;
-    const uint32_t h = rest / vecs_per_head;
-    offset[i] = (rest - h * vecs_per_head) * kVec;
-    head[i] = static_cast<int32_t>(h);
-    const int64_t t = first_token + token;
-    const __nv_bfloat16* from;
-    if (head[i] < a.q_heads) {
-      in_place[i] = a.q + t * a.q_token + head[i] * a.q_head;
-      from = in_place[i];
-    } else if (head[i] < rotated_heads) {
-      in_place[i] = a.k + t * a.k_token + (head[i] - a.q_heads) * a.k_head;
-      from = in_place[i];
-    } else {
-      in_place[i] = nullptr;
-      from = a.v + t * a.v_token + (head[i] - rotated_heads) * a.v_head;
-    }
-    x[i].word = *reinterpret_cast<const uint4*>(from + offset[i]);
-    y[i].word = *reinterpret_cast<const uint4*>(from + a.half + offset[i]);
-    if (in_place[i]) position[i] = __ldg(a.positions + t * a.pos_stride);
-    slot[i] = head[i] >= a.q_heads ? __ldg(a.slots + t * a.slot_stride) : -1;
+  for (int j = 0; j < kHeads; ++j) {
+    if (first + j >= heads) continue;
+    const __nv_bfloat16* from = head_of(a, token, first + j) + column;
+    x[j].word = *reinterpret_cast<const uint4*>(from);
+    y[j].word = *reinterpret_cast<const uint4*>(from + a.half);
   }
-  // The table row of each rotated item's token: cos at [offset, offset + 8), sin half a row later.
-#pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (head[i] < 0 || !in_place[i]) continue;
-    const __nv_bfloat16* row = a.table + position[i] * a.table_row + offset[i];
-    c[i].word = __ldg(reinterpret_cast<const uint4*>(row));
-    s[i].word = __ldg(reinterpret_cast<const uint4*>(row + a.half));
+  const int64_t slot = any_cached ? __ldg(a.slots + int64_t{token} * a.slot_stride) : -1;
+  Vec c, s;
+  if (any_rotated) {
+    const int64_t position = __ldg(a.positions + int64_t{token} * a.pos_stride);
+    const __nv_bfloat16* row = a.table + position * a.table_row + column;
+    c.word = __ldg(reinterpret_cast<const uint4*>(row));
+    s.word = __ldg(reinterpret_cast<const uint4*>(row + a.half));
   }
-  float k_scale = 1.0f, v_scale = 1.0f;
+  Divisor k_scale{1.0f, 1.0f}, v_scale{1.0f, 1.0f};
   if constexpr (kFp8) {
-    k_scale = __ldg(a.k_scale);
-    v_scale = __ldg(a.v_scale);
+    k_scale.value = __ldg(a.k_scale);
+    v_scale.value = __ldg(a.v_scale);
+    k_scale.reciprocal = __frcp_rn(k_scale.value);
+    v_scale.reciprocal = __frcp_rn(v_scale.value);
   }
   const int64_t row_elements = static_cast<int64_t>(a.kv_heads) * 2 * a.half;  // Hkv * D
 #pragma unroll
-  for (int i = 0; i < kItemsPerThread; ++i) {
-    if (head[i] < 0) continue;
-    if (in_place[i]) {
+  for (int j = 0; j < kHeads; ++j) {
+    const uint32_t head = first + j;
+    if (head >= heads) continue;
+    if (head < rotated) {
 #pragma unroll
-      for (int p = 0; p < 4; ++p) rotate_pairs(x[i].pair[p], y[i].pair[p], c[i].pair[p], s[i].pair[p]);
-      *reinterpret_cast<uint4*>(in_place[i] + offset[i]) = x[i].word;
-      *reinterpret_cast<uint4*>(in_place[i] + a.half + offset[i]) = y[i].word;
+      for (int p = 0; p < 4; ++p) rotate_pairs(x[j].pair[p], y[j].pair[p], c.pair[p], s.pair[p]);
+      auto* in_place = const_cast<__nv_bfloat16*>(head_of(a, token, head)) + column;
+      *reinterpret_cast<uint4*>(in_place) = x[j].word;
+      *reinterpret_cast<uint4*>(in_place + a.half) = y[j].word;
     }
-    if (slot[i] < 0) continue;  // a q item, or a padding token's k or v: nothing cached
-    const bool is_k = head[i] < rotated_heads;
-    const int32_t kv_head = head[i] - (is_k ? a.q_heads : rotated_heads);
-    uint8_t* head_row = (is_k ? a.key_cache : a.value_cache) +
-                        (slot[i] * row_elements + static_cast<int64_t>(kv_head) * 2 * a.half) * kBytes;
-    store_cache<kFp8>(head_row, a.half, offset[i], x[i], y[i], is_k ? k_scale : v_scale);
+    if (head < static_cast<uint32_t>(a.q_heads) || slot < 0) continue;  // a q head, or a padding token
+    const bool is_k = head < rotated;
+    const uint32_t kv_head = head - (is_k ? a.q_heads : rotated);
+    uint8_t* head_row = (is_k ? a.key_cache : a.value_cache) + (slot * row_elements + kv_head * 2 * a.half) * kBytes;
+    store_cache<kFp8>(head_row, a.half, column, x[j], y[j], is_k ? k_scale : v_scale);
   }
 }
 
@@ -259,18 +268,34 @@ bool vector_path(const Args& a) {
          aligned(a.value_cache);
 }
 
+template <bool kFp8, int kHeads>
+void launch_heads(const Args& a, cudaStream_t stream) {
+  const auto vecs_per_half = static_cast<uint32_t>(a.half / kVec);
+  const auto groups = static_cast<uint32_t>((a.q_heads + 2 * a.kv_heads + kHeads - 1) / kHeads);
+  const int64_t per_token = int64_t{groups} * vecs_per_half;
+  // Slices of tokens whose thread count stays below 2^31: 32-bit index arithmetic in the kernel.
+  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / per_token - 1);
+  for (int64_t first = 0; first < a.tokens; first += tokens_per_slice) {
+    Args slice = a;
+    slice.tokens = std::min(tokens_per_slice, a.tokens - first);
+    slice.positions += first * a.pos_stride;
+    slice.slots += first * a.slot_stride;
+    slice.q += first * a.q_token;
+    slice.k += first * a.k_token;
+    slice.v += first * a.v_token;
+    const auto threads = static_cast<uint32_t>(slice.tokens * per_token);
+    rope_cache_vec<kFp8, kHeads><<<(threads + kThreads - 1) / kThreads, kThreads, 0, stream>>>(slice, vecs_per_half,
+                                                                                             groups, threads);
+  }
+}
+
+// Four heads per thread where the head counts allow it without idle slots or a group that mixes q, k
+// and v, else fewer.
 template <bool kFp8>
 void launch(const Args& a, cudaStream_t stream) {
-  const auto vecs_per_head = static_cast<uint32_t>(a.half / kVec);
-  const auto items_per_token = static_cast<uint32_t>((a.q_heads + 2 * a.kv_heads) * vecs_per_head);
-  // Slices of tokens whose item count stays below 2^31: 32-bit index arithmetic in the kernel.
-  const int64_t tokens_per_slice = std::max<int64_t>(1, (int64_t{1} << 31) / items_per_token - 1);
-  for (int64_t first = 0; first < a.tokens; first += tokens_per_slice) {
-    const int64_t tokens = std::min(tokens_per_slice, a.tokens - first);
-    const auto items = static_cast<uint32_t>(tokens * items_per_token);
-    const uint32_t blocks = (items + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
-    rope_cache_vec<kFp8><<<blocks, kThreads, 0, stream>>>(a, first, vecs_per_head, items_per_token, items);
-  }
+  if (a.q_heads % 4 == 0 && a.kv_heads % 4 == 0) return launch_heads<kFp8, 4>(a, stream);
+  if (a.q_heads % 2 == 0 && a.kv_heads % 2 == 0) return launch_heads<kFp8, 2>(a, stream);
+  return launch_heads<kFp8, 1>(a, stream);
 }
 
 }  // namespace
