@@ -2,7 +2,7 @@
 // applied only on full 64-key tiles. A sequence's last tile, shorter than 64 keys, is bounded by the
 // sequence's length alone, so a query there also sees the keys after it up to the sequence's end. Every
 // other part is right (fp32 online softmax, the KV head h / G, the natural-log lse). Caught on a smoke
-// workload whose lengths are not multiples of 64: incorrect_numerics, naming 'o'.
+// workload whose lengths are not multiples of 64: incorrect_numerics, o and lse both off, the message naming 'lse' (the first compared).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
