@@ -77,6 +77,8 @@ uint64_t mix(uint64_t seed, uint64_t input, uint64_t chunk) {
   return x;
 }
 
+}  // namespace
+
 // The values of input `index`, drawn in fixed chunks of the flattened tensor, each chunk from its own
 // generator: the chunks are drawn in parallel, and the values do not depend on the number of threads.
 at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t seed, uint64_t index, at::ScalarType type) {
@@ -93,6 +95,8 @@ at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t see
   });
   return values.view(shape);
 }
+
+namespace {
 
 // The task's own draw (TaskCode::make_inputs), laid out as the task says; nothing when it has none.
 std::optional<TensorMap> custom_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed) {

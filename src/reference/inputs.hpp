@@ -21,6 +21,11 @@ inline constexpr int64_t kSecondDrawChange = 1024;
 TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
                              uint64_t seed);
 
+// The values of one input drawn from `init`, logical shape, in `type` (float32 or float64): fixed chunks of
+// the flattened tensor, each from its own generator seeded by (seed, index, chunk), drawn in parallel, the
+// same on any number of threads. A task's make_inputs draws its plain inputs with it beside the structured ones.
+at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t seed, uint64_t index, at::ScalarType type);
+
 // The workload's scalars and axes by name.
 Scalars scalars_for(const Task& task, const Workload& workload);
 
