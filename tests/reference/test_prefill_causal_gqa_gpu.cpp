@@ -12,6 +12,7 @@
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
 #include "reference/oracle.hpp"
+#include "reference/torch_device.hpp"
 #include "timing/stats.hpp"
 #include "timing/timer.hpp"
 
@@ -41,6 +42,7 @@ at::Tensor per_head(const at::Tensor& x, int64_t start, int64_t length) {
 using Backend = std::function<void(const TensorMap&)>;
 
 TEST_F(PrefillCausalGqaGpu, FlashAttentionsVarlenForwardMatchesTheOracleAndEachBackendIsTimed) {
+  require_torch_device(Device::cuda);  // loads libtorch_cuda: nothing links it at build time
   TimingConfig timing;
   timing.min_samples = 10;
   timing.max_seconds = 0.5;
