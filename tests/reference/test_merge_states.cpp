@@ -79,7 +79,7 @@ struct MergeStates : ::testing::Test {
         break;
       default: out = rows(ea / se) * x + rows(eb / se) * y;
     }
-    return {{"output", out.to(at::kBFloat16)}, {"output_lse", lse.contiguous()}};
+    return {{"output", out.to(at::kBFloat16).contiguous()}, {"output_lse", lse.contiguous()}};
   }
 
   Verdict check_against_oracle(const TensorMap& inputs, const TensorMap& got) const {
