@@ -128,6 +128,7 @@ caught "$corpus/wrong_silu_mul_fp8_scale_before_rounding.cpp" moe/silu_mul_fp8_q
 caught "$corpus/wrong_cache_padding_written.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 caught "$corpus/wrong_cache_before_rotation.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 caught "$corpus/wrong_align_pads_with_token_count.cpp" moe/align_block_size qwen3-30b-T37 incorrect_numerics "'sorted_token_ids': entry 37 appears"
+caught "$corpus/wrong_grouped_topk_weights_from_biased_scores.cpp" moe/grouped_topk deepseek-v3-T37 incorrect_numerics "'weights'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
