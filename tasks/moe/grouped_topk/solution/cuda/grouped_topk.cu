@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(kThreads) grouped_topk_kernel(Problem p) {
   const bool live = t < p.T;             // lanes of a missing token still take part in the shuffles
   const int g = r / m, q = r % m;        // group and slice of the group
   const int first = g * p.per_group + q * kPerLane;  // expert of register 0
-  int count = p.per_group - q * kPerLane;
-  count = g < p.groups && live ? (count < kPerLane ? count : kPerLane) : 0;
+  // Experts this lane holds: a group's last lane may hold fewer than 32, or none (m is rounded up).
+  int count = min(max(p.per_group - q * kPerLane, 0), kPerLane);
+  if (g >= p.groups || !live) count = 0;
 
   float c[kPerLane], s[kPerLane];
   const float* row = p.logits + (live ? t : 0) * p.l_row;
