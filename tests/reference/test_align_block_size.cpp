@@ -4,7 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <set>
+#include <functional>
+#include <stdexcept>
 
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"

@@ -3,8 +3,10 @@
 // ties at the thresholds in the ties workloads, and what the check accepts and rejects.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"
@@ -95,10 +97,11 @@ TEST_F(GroupedTopk, DistinctScoresAreAtLeastTheSpacingApartAndTheTiesWorkloadsTi
   const auto kept = (group_of.view({1, 1, 256}) == kept_groups.unsqueeze(-1)).any(1);
   masked.masked_fill_(~kept, -1e300);
   const auto ninth = std::get<0>(masked.max(-1));
-  const double share = (group_tie | eighth.eq(ninth)).to(at::kDouble).mean().item<double>();
-  std::cout << "ties at the 4th group: " << group_tie.to(at::kDouble).mean().item<double>()
-            << ", at the 8th expert: " << eighth.eq(ninth).to(at::kDouble).mean().item<double>() << "\n";
-  EXPECT_GT(share, 0.5);
+  const double groups_tied = group_tie.to(at::kDouble).mean().item<double>();
+  const double experts_tied = eighth.eq(ninth).to(at::kDouble).mean().item<double>();
+  std::cout << "ties at the 4th group: " << groups_tied << ", at the 8th expert: " << experts_tied << "\n";
+  EXPECT_GT(groups_tied, 0.3);  // 0.48 on seed 13
+  EXPECT_GT(experts_tied, 0.7);  // 0.88
 }
 
 struct Variant {

@@ -50,21 +50,24 @@ class GroupedTopk final : public d2k::TaskCode {
     at::Tensor logits = draw(logits_init, {T, E}, generator, workload);
     const at::Tensor bias = draw(bias_init, {E}, generator, workload);
     const int64_t per_group = E / groups;
-    for (int round = 0;; ++round) {
-      const auto choice = logits.to(at::kDouble).sigmoid() + bias.to(at::kDouble).unsqueeze(0);
+    // Only the rows that had a redraw are looked at again.
+    at::Tensor rows = at::arange(T, at::kLong);
+    for (int round = 0; rows.numel() > 0; ++round) {
+      at::Tensor sub = logits.index_select(0, rows);
+      const int64_t R = rows.numel();
+      const auto choice = sub.to(at::kDouble).sigmoid() + bias.to(at::kDouble).unsqueeze(0);
       // Experts: neighbours in sorted order closer than the spacing, and not equal.
-      const auto [sorted, order] = at::sort(choice, /*stable=*/true, -1);
+      const auto [sorted, order] = at::sort(choice, /*stable=*/true, /*dim=*/-1, /*descending=*/false);
       const auto gap = sorted.narrow(1, 1, E - 1) - sorted.narrow(1, 0, E - 1);
-      auto redraw = at::zeros({T, E}, at::kBool);
+      auto redraw = at::zeros({R, E}, at::kBool);
       redraw.scatter_(1, order.narrow(1, 1, E - 1), (gap > 0) & (gap < kSpacing));
       // Groups: two group scores closer than the spacing whose two best scores are not both equal.
       if (groups > 1) {
-        const auto [top, where] = choice.view({T, groups, per_group}).topk(2, -1);
+        const auto [top, where] = choice.view({R, groups, per_group}).topk(2, -1);
         const auto score = top.sum(-1);
         const auto close = (score.unsqueeze(2) - score.unsqueeze(1)).abs() < kSpacing;
         const auto same = (top.unsqueeze(2) == top.unsqueeze(1)).all(-1);
-        const auto eye = at::eye(groups, at::kBool).unsqueeze(0);
-        const auto bad_group = ((close & ~same) & ~eye).any(-1);  // [T, groups]
+        const auto bad_group = (close & ~same).any(-1);  // a group is never "close but not same" to itself
         const auto best = where.select(-1, 0) + at::arange(groups, at::kLong).unsqueeze(0) * per_group;
         redraw.scatter_(1, best, bad_group | redraw.gather(1, best));
       }
@@ -73,7 +76,9 @@ class GroupedTopk final : public d2k::TaskCode {
       if (round == 1000)
         d2k::fail("moe/grouped_topk: workload '{}': {} scores still closer than {} after {} redraws", workload.name, n,
                   kSpacing, round);
-      logits.masked_scatter_(redraw, draw(logits_init, {n}, generator, workload));
+      sub.masked_scatter_(redraw, draw(logits_init, {n}, generator, workload));
+      logits.index_copy_(0, rows, sub);
+      rows = rows.masked_select(redraw.any(1));
     }
     return d2k::TensorMap{{"logits", logits}, {"bias", bias}};
   }
