@@ -299,6 +299,7 @@ void to_json(nlohmann::json& j, const Comparison& c) {
        {"worst_index", c.worst_index}, {"worst_got", number(c.worst_got)}, {"worst_want", number(c.worst_want)},
        {"elements", c.elements}};
   if (c.misrounded) j["misrounded"] = number(*c.misrounded);
+  if (!c.detail.empty()) j["detail"] = c.detail;
 }
 void from_json(const nlohmann::json& j, Comparison& c) {
   c.name = j.at("name");
@@ -315,6 +316,7 @@ void from_json(const nlohmann::json& j, Comparison& c) {
   c.worst_want = number_from(j.at("worst_want"));
   c.elements = j.at("elements");
   if (j.contains("misrounded")) c.misrounded = number_from(j.at("misrounded"));
+  if (j.contains("detail")) c.detail = j.at("detail");
 }
 
 void to_json(nlohmann::json& j, const TimingSummary& t) {

@@ -39,7 +39,7 @@ struct InputInit {
 
 // When an output counts as correct.
 struct Tolerance {
-  enum class Metric { numeric, exact };
+  enum class Metric { numeric, exact, segments };
   Metric metric = Metric::numeric;
   // numeric: every element must satisfy |got - want| <= atol * rms(want) + rtol * |want|, and the
   // normalized mean squared error sum((got - want)^2) / sum(want^2) must be at most nmse.
@@ -50,6 +50,15 @@ struct Tolerance {
   // elements may differ from the oracle rounded to the output's dtype (to nearest, ties to even). Catches
   // a rounding mode that the statistics above cannot tell from a correct one (truncation).
   std::optional<double> misrounded;
+  // segments, for a 1-D integer output whose order is free within segments (moe/align_block_size's
+  // sorted_token_ids): the output is cut into blocks of `block` elements (a formula in the axes), and
+  // consecutive blocks that the oracle's `labels` output (another 1-D output, one label per block) labels
+  // alike form one segment. Within a segment the values other than `pad` (a formula in the axes) must be
+  // the oracle's in any order, and `pad` must stand exactly where the oracle's does
+  // (reference/compare_segments.hpp).
+  std::string labels;
+  std::string block;
+  std::string pad;
 };
 
 struct TensorSpec {

@@ -235,24 +235,40 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
   return init;
 }
 
-Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path) {
+Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path,
+                          const std::vector<std::string>& axes) {
   const toml::table& table = *table_at(source, node, path);
-  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded"});
+  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded", "labels", "block", "pad"});
   Tolerance tolerance;
   if (const toml::node* metric = fields.find("metric")) {
     std::string name = as_string(source, *metric, fields.path("metric"));
     if (name == "exact") {
       tolerance.metric = Tolerance::Metric::exact;
+    } else if (name == "segments") {
+      tolerance.metric = Tolerance::Metric::segments;
     } else if (name != "numeric") {
-      source.bad(*metric, fields.path("metric"), "unknown metric (known: numeric, exact)");
+      source.bad(*metric, fields.path("metric"), "unknown metric (known: numeric, exact, segments)");
     }
+  }
+  // segments: the output naming each block's segment, the block's length and the pad value; the loader
+  // checks that `labels` is a 1-D integer output once every output is read (check_segments).
+  for (const char* key : {"labels", "block", "pad"}) {
+    const toml::node* value = fields.find(key);
+    if (tolerance.metric != Tolerance::Metric::segments) {
+      if (value) source.bad(*value, fields.path(key), "applies to metric 'segments' only");
+      continue;
+    }
+    const toml::node& given = fields.need(key);
+    if (std::string_view(key) == "labels") tolerance.labels = as_name(source, given, fields.path(key));
+    else (std::string_view(key) == "block" ? tolerance.block : tolerance.pad) = as_formula(source, given, fields.path(key), axes);
   }
   std::pair<std::string_view, double*> bounds[] = {
       {"nmse", &tolerance.nmse}, {"rtol", &tolerance.rtol}, {"atol", &tolerance.atol}};
+  const char* metric_name = tolerance.metric == Tolerance::Metric::exact ? "exact" : "segments";
   for (auto& [key, target] : bounds) {
-    if (tolerance.metric == Tolerance::Metric::exact) {
+    if (tolerance.metric != Tolerance::Metric::numeric) {
       if (const toml::node* value = fields.find(key)) {
-        source.bad(*value, fields.path(key), "does not apply to metric 'exact'");
+        source.bad(*value, fields.path(key), fmt::format("does not apply to metric '{}'", metric_name));
       }
       continue;
     }
@@ -262,7 +278,8 @@ Tolerance parse_tolerance(const Source& source, const toml::node& node, const st
     if (*target < 0) source.bad(value, fields.path(key), "must not be negative");
   }
   if (const toml::node* value = fields.find("misrounded")) {
-    if (tolerance.metric == Tolerance::Metric::exact) source.bad(*value, fields.path("misrounded"), "does not apply to metric 'exact'");
+    if (tolerance.metric != Tolerance::Metric::numeric)
+      source.bad(*value, fields.path("misrounded"), fmt::format("does not apply to metric '{}'", metric_name));
     const double share = as_number(source, *value, fields.path("misrounded"));
     if (share < 0 || share > 1) source.bad(*value, fields.path("misrounded"), "is a share of the elements: between 0 and 1");
     tolerance.misrounded = share;
@@ -436,11 +453,30 @@ class TaskReader {
                     fmt::format("has rank {} but input '{}' it updates in place has rank {}", spec.shape.size(),
                                 input->name, input->shape.size()));
       }
-      spec.tolerance = parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance"));
+      spec.tolerance = parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance"), task_.axes);
       output_nodes_.push_back(table);
       task_.outputs.push_back(std::move(spec));
     }
     if (task_.outputs.empty()) source_.error(&node, "outputs", "a task needs at least one output");
+    check_segments();
+  }
+
+  // A segments output and its labels are 1-D integer outputs (a segment is a run of blocks of one).
+  void check_segments() {
+    for (std::size_t o = 0; o < task_.outputs.size(); ++o) {
+      const TensorSpec& output = task_.outputs[o];
+      if (output.tolerance.metric != Tolerance::Metric::segments) continue;
+      const std::string field = index_path("outputs", o) + ".tolerance";
+      if (output.shape.size() != 1 || is_floating(output.dtype)) {
+        source_.error(output_nodes_[o], field, fmt::format("metric 'segments' needs a 1-D integer output; '{}' is {} of rank {}",
+                                                          output.name, name_of(output.dtype), output.shape.size()));
+      }
+      const TensorSpec* labels = task_.find_output(output.tolerance.labels);
+      if (labels == nullptr || labels == &output || labels->shape.size() != 1 || is_floating(labels->dtype)) {
+        source_.error(output_nodes_[o], field + ".labels",
+                      fmt::format("'{}' is not another 1-D integer output (the label of each block)", output.tolerance.labels));
+      }
+    }
   }
 
   bool is_tensor(const std::string& name) const { return task_.find_input(name) || task_.find_output(name); }
@@ -475,7 +511,7 @@ class TaskReader {
       if (!is_identifier(key.str())) source_.error(&entry, path, "a compared name must be an identifier");
       Fields fields(source_, *table_at(source_, entry, path), path, {"tolerance"});
       task_.compare.emplace(std::string(key.str()),
-                            parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance")));
+                            parse_tolerance(source_, fields.need("tolerance"), fields.path("tolerance"), task_.axes));
     }
   }
 

@@ -29,7 +29,7 @@ std::optional<Status> parse_status(std::string_view name);
 // How far one compared tensor is from the oracle.
 struct Comparison {
   std::string name;
-  std::string metric;       // numeric | exact
+  std::string metric;       // numeric | exact | segments
   bool passed = false;
   double nmse = 0.0;
   double max_abs_error = 0.0;
@@ -42,6 +42,7 @@ struct Comparison {
   double worst_want = 0.0;
   int64_t elements = 0;
   std::optional<double> misrounded;  // the share of elements off the correctly rounded oracle, when the tolerance asks
+  std::string detail;  // segments: the first problem found, in words (which value, where, what belongs there)
 };
 
 // Median and spread of one timed call, in milliseconds.

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/expr.hpp"
 #include "reference/compare.hpp"
+#include "reference/compare_segments.hpp"
 #include "reference/tensors.hpp"
 
 namespace d2k {
@@ -73,7 +75,15 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
     if (!tolerance) fail("{}: no tolerance for compared tensor '{}' (task.toml [compare.{}] or an output)", task.name, name, name);
     auto it = got_view.find(name);
     if (it == got_view.end()) fail("{}: comparable() gave '{}' for the oracle but not for the solution", task.name, name);
-    verdict.comparisons.push_back(compare(name, it->second, want_tensor, *tolerance));
+    if (tolerance->metric == Tolerance::Metric::segments) {
+      auto labels = want_view.find(tolerance->labels);
+      if (labels == want_view.end()) fail("{}: '{}' is compared as segments labelled by '{}', which the oracle lacks", task.name, name, tolerance->labels);
+      const auto axis_value = [&](const std::string& formula) { return static_cast<int64_t>(evaluate(formula, scalars.axes)); };
+      verdict.comparisons.push_back(compare_segments(name, it->second, want_tensor, labels->second,
+                                                     axis_value(tolerance->block), axis_value(tolerance->pad)));
+    } else {
+      verdict.comparisons.push_back(compare(name, it->second, want_tensor, *tolerance));
+    }
     all_passed = all_passed && verdict.comparisons.back().passed;
   }
   if (all_passed && overflowed.empty()) return verdict;
@@ -115,7 +125,9 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
   for (const auto& c : verdict.comparisons) {
     if (c.passed) continue;
     const auto* tolerance = task.tolerance_for(c.name);
-    if (c.non_finite) {
+    if (!c.detail.empty()) {
+      verdict.message = fmt::format("'{}': {}", c.name, c.detail);
+    } else if (c.non_finite) {
       verdict.message = fmt::format("'{}': {} of {} elements are NaN or Inf", c.name, c.non_finite, c.elements);
     } else if (c.mismatches == 0 && tolerance && c.nmse <= tolerance->nmse && c.misrounded && tolerance->misrounded) {
       // Close in value everywhere, but not the value the specification's one rounding gives: another
