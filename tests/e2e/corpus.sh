@@ -127,6 +127,7 @@ caught "$corpus/wrong_rmsnorm_fp8_weight_after_quant.cpp" quant/rmsnorm_fp8_quan
 caught "$corpus/wrong_silu_mul_fp8_scale_before_rounding.cpp" moe/silu_mul_fp8_quant deepseek-v3-T37-colmajor incorrect_numerics "'q': "
 caught "$corpus/wrong_cache_padding_written.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 caught "$corpus/wrong_cache_before_rotation.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
+caught "$corpus/wrong_cross_entropy_ignored_rows_counted.cpp" loss/cross_entropy llama3-8b-N37-V1000 incorrect_numerics "'logits'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"

@@ -35,7 +35,7 @@ struct CrossEntropy : ::testing::Test {
   TensorMap draw(int64_t n, int64_t v, int64_t ignored, int64_t outliers, uint64_t seed) const {
     Workload workload;
     workload.name = "test";
-    workload.axes = {{"N", n}, {"V", v}, {"I", ignored}, {"O", outliers}};
+    workload.axes = {{"N", n}, {"V", v}, {"K", n - ignored}, {"O", outliers + 1}};
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     return *code->make_inputs(task, workload, gen);
   }
@@ -44,8 +44,10 @@ struct CrossEntropy : ::testing::Test {
     auto loss = code->reference(inputs, Scalars{}).at("loss");
     return {inputs.at("logits"), loss};
   }
-  Verdict check_against_oracle(const TensorMap& inputs, const Outputs& got) const {
-    const Outputs want = reference(inputs.at("logits").to(at::kDouble), inputs.at("targets"));
+  Outputs oracle(const TensorMap& inputs) const {
+    return reference(inputs.at("logits").to(at::kDouble), inputs.at("targets"));
+  }
+  Verdict check_against(const Outputs& want, const Outputs& got) const {
     return check(task, *code, Scalars{}, {{"logits", got.grad}, {"loss", got.loss}},
                  {{"logits", want.grad}, {"loss", want.loss}}, {});
   }
@@ -106,7 +108,21 @@ Outputs fp32_candidate(const TensorMap& inputs, const std::string& variant) {
   const auto index = at::where(counted, targets, 0).unsqueeze(1);
   const bool no_max = variant == "no max subtracted";
   const auto m = no_max ? at::zeros({x.size(0), 1}) : std::get<0>(x.max(1, true));
-  const auto sum = (x - m).exp().sum(1, true);
+  auto sum = (x - m).exp().sum(1, true);
+  if (variant == "one fp32 accumulator per row") {
+    // The max's term first, then every other term added to one running fp32 sum: terms below half an ulp
+    // of the sum (a confident row's, about 1e-8 against 1) are lost.
+    const auto terms = (x - m).exp().contiguous();
+    const auto argmax = std::get<1>(x.max(1));
+    for (int64_t i = 0; i < x.size(0); ++i) {
+      const float* row = terms[i].data_ptr<float>();
+      const int64_t top = argmax[i].item<int64_t>();
+      float running = row[top];
+      for (int64_t j = 0; j < x.size(1); ++j)
+        if (j != top) running += row[j];
+      sum[i][0] = running;
+    }
+  }
   const auto lse = m + sum.log();
   const double count = variant == "ignored rows counted" ? static_cast<double>(x.size(0))
                        : variant == "gradient of the sum" ? 1.0
@@ -115,7 +131,9 @@ Outputs fp32_candidate(const TensorMap& inputs, const std::string& variant) {
   if (variant == "loss in bits") loss = loss / std::log(2.0);
   if (variant == "loss rounded to bf16") loss = loss.to(at::kBFloat16).to(at::kFloat);
 
-  auto p = (x - lse).exp();
+  // exp((x - m) - log S), as the expert computes it; "lse rounded" exp(x - lse), lse rounded in fp32 at the
+  // magnitude of the max (Unsloth's form, and the eager's): a confident target's p - 1 loses a few bits.
+  auto p = variant == "lse rounded" ? (x - lse).exp() : ((x - m) - sum.log()).exp();
   const auto onehot = at::zeros_like(x).scatter_(1, index, 1.0f);
   const auto keep = counted.to(at::kFloat).unsqueeze(1);
   at::Tensor grad;
@@ -146,8 +164,10 @@ TEST_F(CrossEntropy, TheToleranceAcceptsOneRoundingFromFp32AndRejectsTheMistakes
   const std::vector<Case> cases = {
       {"one rounding from fp32 (the definition)", true},
       {"subnormals flushed", true},
+      {"lse rounded", true},
       {"rounded before the division", true},  // within one ulp: not told apart (see task.toml)
       {"no max subtracted", false},
+      {"one fp32 accumulator per row", false},
       {"gradient of the sum", false},
       {"ignored rows counted", false},
       {"ignored rows left as logits", false},
@@ -167,13 +187,17 @@ TEST_F(CrossEntropy, TheToleranceAcceptsOneRoundingFromFp32AndRejectsTheMistakes
         std::cout << "; " << c.name << " nmse " << c.nmse << " worst excess " << c.worst_excess;
       std::cout << "\n";
     };
-    const auto eager = check_against_oracle(inputs, reference(inputs.at("logits"), inputs.at("targets")));
+    const Outputs want = oracle(inputs);
+    const auto eager = check_against(want, reference(inputs.at("logits"), inputs.at("targets")));
+    // Reported, not required: the baseline is timed, not checked. On the CPU at::log_softmax sums a row in
+    // a few vector lanes, and the lane that holds the max loses the small terms added to it after (a
+    // confident row's 1 - p off by several percent); on the GPU each thread sums a short run and a tree
+    // the rest, as the expert does.
     report("eager", eager);
-    EXPECT_EQ(eager.status, Status::passed) << eager.message;
     for (const Case& c : cases) {
       // Without outliers the max is never needed: exp(x) of logits below 40 does not overflow.
       const bool passes = c.passes || (!outliers && std::string(c.name) == "no max subtracted");
-      const auto verdict = check_against_oracle(inputs, fp32_candidate(inputs, c.name));
+      const auto verdict = check_against(want, fp32_candidate(inputs, c.name));
       report(c.name, verdict);
       EXPECT_EQ(verdict.status == Status::passed, passes) << c.name << ": " << verdict.message;
     }

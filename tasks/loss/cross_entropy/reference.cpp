@@ -4,9 +4,9 @@
 // the logits. With float64 inputs (the oracle) nothing is rounded until the comparison.
 //
 // make_inputs draws what a language model's last layer holds: logits of a given spread, a few outliers per
-// row where the workload asks for them, the target's logit placed so that the per-token losses spread from
+// row where the workload asks for them (axis O), the target's logit placed so that the per-token losses spread from
 // near 0 to over 10 nats (a trained model is confident on some tokens, lost on others), and a given number
-// of rows ignored (-100) at random.
+// of rows ignored (-100) at random (N - K).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
@@ -47,8 +47,10 @@ class CrossEntropy : public TaskCode {
   std::optional<TensorMap> make_inputs(const Task& task, const Workload& workload,
                                        at::Generator& gen) const override {
     const auto axis = [&](const char* name) { return workload.axes.at(name); };
-    const int64_t rows = axis("N"), vocab = axis("V"), ignored = axis("I"), outliers = axis("O");
-    if (ignored > rows) fail("loss/cross_entropy: workload '{}' ignores {} of {} rows", workload.name, ignored, rows);
+    // K rows counted, the rest ignored; O entries per row placed: the target's and O - 1 outliers.
+    const int64_t rows = axis("N"), vocab = axis("V"), counted = axis("K"), outliers = axis("O") - 1;
+    if (counted > rows) fail("loss/cross_entropy: workload '{}' counts {} of {} rows", workload.name, counted, rows);
+    const int64_t ignored = rows - counted;
     const InputInit init = init_of(*task.find_input("logits"), workload);
     if (init.dist != "normal")
       fail("loss/cross_entropy: make_inputs draws normal logits (and the outliers of axis O), not '{}'", init.dist);

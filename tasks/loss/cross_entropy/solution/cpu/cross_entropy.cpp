@@ -74,10 +74,11 @@ extern "C" int d2k_run(const d2k_call* call) {
     double sum = 0.0;
     for (int64_t j = 0; j < vocab; ++j) sum += std::exp(bf16_to_float(row[j * step]) - max);
     const float log_sum = static_cast<float>(std::log(sum));
-    const float lse = max + log_sum;
     l[i * loss->strides[0]] = (max - bf16_to_float(row[target * step])) + log_sum;
+    // exp((x - max) - log S), not exp(x - lse): lse rounds at the magnitude of the max, which would cost
+    // a confident target's probability minus one most of its bits.
     for (int64_t j = 0; j < vocab; ++j) {
-      float g = std::exp(bf16_to_float(row[j * step]) - lse) * inv_count;
+      float g = std::exp((bf16_to_float(row[j * step]) - max) - log_sum) * inv_count;
       if (j == target) g -= inv_count;
       row[j * step] = float_to_bf16(g);
     }

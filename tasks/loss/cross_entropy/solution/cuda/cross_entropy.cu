@@ -215,12 +215,15 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(Args args) {
     const float count = static_cast<float>(*args.count);
     row_max = total.max;
     row_log_sum = logf(total.sum);
-    // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2(S count))
-    row_bias = log2f(total.sum) + log2f(count);
+    // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2 S) * (1 / count). log2 S is
+    // small (0 <= log2 S <= log2 V), so the exponent keeps the precision that a confident target's
+    // probability minus one needs; folding log2(count) into it would round it at the magnitude of
+    // log2 count, eight times coarser.
+    row_bias = log2f(total.sum);
     row_unit = 1.0f / count;
   }
   __syncthreads();
-  const float row_m = row_max, bias = row_bias;
+  const float row_m = row_max, bias = row_bias, unit = row_unit;
 
   // The gradient from the registers, stored over them. The thread that holds the target writes the loss
   // from the target's logit in its registers and subtracts 1 / count from its element before rounding.
@@ -232,8 +235,8 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(Args args) {
     float g[8];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias));
-      g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias));
+      g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias)) * unit;
+      g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias)) * unit;
     }
     if (static_cast<unsigned>(target - at) < 8u) {
 #pragma unroll
@@ -241,7 +244,7 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_kernel(Args args) {
         if (at + e != target) continue;
         const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
         args.loss[row * args.loss_stride] = (row_m - x_target) + row_log_sum;
-        g[e] -= row_unit;
+        g[e] -= unit;
       }
     }
     const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
@@ -282,12 +285,12 @@ __global__ void __launch_bounds__(1024) cross_entropy_two_pass(Args args) {
   __syncthreads();
   const Partial total = partials[0];
   const unsigned count = *args.count;
-  const float bias = log2f(total.sum) + log2f(static_cast<float>(count));
+  const float bias = log2f(total.sum);
   const float unit = 1.0f / static_cast<float>(count);
   if (threadIdx.x == 0) args.loss[row * args.loss_stride] = (total.max - x_target) + logf(total.sum);
   for (int64_t j = threadIdx.x; j < args.vocab; j += blockDim.x) {
     const float x = __uint_as_float(static_cast<uint32_t>(row_ptr[j]) << 16);
-    float g = exp2_approx(fmaf(x - total.max, kLog2e, -bias));
+    float g = exp2_approx(fmaf(x - total.max, kLog2e, -bias)) * unit;
     if (j == target) g -= unit;
     row_ptr[j] = round_one(g);
   }
