@@ -14,7 +14,7 @@
 //
 // Rows need not be 16-byte aligned (V may be odd): a row is covered by the aligned 16-byte vectors that
 // overlap it; the at most two partial ones at its ends are read and written element by element, never
-// outside the row. A vocabulary wider than 8 x 256 x 16 vectors takes a plain two-pass kernel.
+// outside the row. A vocabulary wider than 8 x 256 x 12 vectors takes a plain two-pass kernel.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -128,10 +128,14 @@ __device__ __noinline__ void store_partial(uint16_t* row, int start, int vocab, 
     if (start + e >= 0 && start + e < vocab) row[start + e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
 }
 
+// Three CTAs per SM up to VPT 10 (80 registers, no spill: Llama-3's and Qwen's rows), two at VPT 12.
+template <int VPT>
+constexpr int kBlocksPerSm = VPT <= 10 ? 3 : 2;
+
 // One row per cluster of C CTAs (C divides the grid); VPT 16-byte vectors per thread, held in registers.
 // Indices within a row are 32-bit (V < 2^28).
 template <int VPT>
-__global__ void __launch_bounds__(kThreads) cross_entropy_kernel(Args args) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_kernel(Args args) {
   const cg::cluster_group cluster = cg::this_cluster();
   const int cluster_size = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
@@ -327,14 +331,15 @@ cudaError_t launch_dependent(Kernel kernel, const Args& args, unsigned blocks, u
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
-// The fewest vectors per thread (of 1, 2, 4, 6, 8, 10, 12, 16) that cover the row with 8 CTAs, then the
-// fewest CTAs with that many. 0: wider than the largest, the two-pass kernel.
+// The fewest vectors per thread (of 1, 2, 4, 6, 8, 10, 12) that cover the row with 8 CTAs, then the fewest
+// CTAs with that many. 0: wider than the largest (V over 196 600), the two-pass kernel: 16 vectors per
+// thread would spill.
 struct Shape {
   int vpt, cluster;
 };
 
 Shape shape_for(int64_t vectors) {
-  for (int vpt : {1, 2, 4, 6, 8, 10, 12, 16}) {
+  for (int vpt : {1, 2, 4, 6, 8, 10, 12}) {
     const int64_t per_cta = static_cast<int64_t>(kThreads) * vpt;
     if (per_cta * kMaxCluster >= vectors) return {vpt, static_cast<int>((vectors + per_cta - 1) / per_cta)};
   }
@@ -390,7 +395,6 @@ extern "C" int d2k_run(const d2k_call* call) {
     case 8: error = launch_vpt<8>(args, shape.cluster, stream); break;
     case 10: error = launch_vpt<10>(args, shape.cluster, stream); break;
     case 12: error = launch_vpt<12>(args, shape.cluster, stream); break;
-    case 16: error = launch_vpt<16>(args, shape.cluster, stream); break;
     default: error = launch_dependent(cross_entropy_two_pass, args, static_cast<unsigned>(args.rows), 1024, 1, stream);
   }
   if (error == cudaSuccess) error = cudaGetLastError();
