@@ -61,15 +61,6 @@ __device__ __forceinline__ uint32_t narrow(float a, float b) {
   return bits;
 }
 
-// The same bits, through an instruction the compiler may not merge with another: the head's values are
-// widened to fp32 twice (for the sum of squares, then for the rotation) so that only the 16 packed words per
-// head stay live between the two, not 32 floats.
-__device__ __forceinline__ uint32_t opaque(uint32_t bits) {
-  uint32_t same;
-  asm volatile("mov.b32 %0, %1;" : "=r"(same) : "r"(bits));
-  return same;
-}
-
 // a * b for two bf16 pairs, rounded once to bf16 (to nearest even).
 __device__ __forceinline__ uint32_t multiply(uint32_t a_bits, uint32_t b_bits) {
   __nv_bfloat162 a, b;
@@ -150,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, kHeads == 3 ? 3 : 1) qk_norm_rope_ve
     wy.word = weight[(column + kHalf) / kVec];
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-      const float2 u = widen(opaque(x[j].pair[p])), v = widen(opaque(y[j].pair[p]));
+      const float2 u = widen(x[j].pair[p]), v = widen(y[j].pair[p]);
       // The normalized values rounded to bf16, times the weight in one bf16x2 multiply: the product of two
       // bf16 values is exact before its one rounding, so this is bf16(bf16(x * inv) * w).
       const float2 n = widen(multiply(narrow(u.x * inv[j], u.y * inv[j]), wx.pair[p]));
@@ -232,8 +223,8 @@ void launch_heads(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Three heads per thread where the head count allows it without idle slots (held to 80 registers, 4 bytes
-// spilled, for 3 blocks per SM: 72 KB of q and k in flight per SM; at its own 82 it got 2), else four
+// Three heads per thread where the head count allows it without idle slots (held to 80 registers, no
+// spills, for 3 blocks per SM: 72 KB of q and k in flight per SM; at its own 82 it got 2), else four
 // (98 registers, 2 blocks: 64 KB), else two (66, 3: 48 KB).
 void launch_vec(const Args& a, cudaStream_t stream) {
   const int heads = a.q_heads + a.k_heads;
