@@ -31,6 +31,44 @@ int64_t offset_of(const WireTensor& tensor, int64_t flat) {
   return offset;
 }
 
+int64_t elements_of(const WireTensor& tensor) {
+  return std::accumulate(tensor.shape.begin(), tensor.shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+// The column pairs of a relabelled input: within each block a random matching of its positions, the
+// pairs of all blocks shuffled, the first `count` kept. A function of (seed, call, columns, block) only,
+// so every input relabelled alike gets the same pairs.
+std::vector<std::pair<int64_t, int64_t>> relabel_pairs(uint64_t seed, int64_t call, int64_t columns, int64_t block,
+                                                       int64_t count) {
+  SplitMix random(seed ^ (0x9E6C63D0676A9A99ULL * static_cast<uint64_t>(call + 1)) ^
+                  (0x8CB92BA72F3D8DD7ULL * static_cast<uint64_t>(columns)) ^ static_cast<uint64_t>(block));
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<int64_t> order(static_cast<std::size_t>(block));
+  for (int64_t start = 0; start + block <= columns; start += block) {
+    std::iota(order.begin(), order.end(), start);
+    for (int64_t k = block - 1; k > 0; --k) std::swap(order[k], order[random.below(k + 1)]);
+    for (int64_t k = 0; k + 1 < block; k += 2) pairs.emplace_back(order[k], order[k + 1]);
+  }
+  for (int64_t k = static_cast<int64_t>(pairs.size()) - 1; k > 0; --k) std::swap(pairs[k], pairs[random.below(k + 1)]);
+  if (static_cast<int64_t>(pairs.size()) > count) pairs.resize(static_cast<std::size_t>(count));
+  return pairs;
+}
+
+void relabel(uint64_t seed, int64_t call, int input, const WireTensor& tensor, int swaps,
+             std::vector<ElementSwap>& patch) {
+  const int64_t elements = elements_of(tensor);
+  const int64_t columns = tensor.shape.back();
+  const int64_t block = tensor.relabel;
+  if (elements < 2 || block < 2 || columns < block) return;
+  const int64_t rows = elements / columns;
+  const int64_t count = std::max<int64_t>(swaps, kMostRelabelSwaps / rows);
+  for (const auto& [first, second] : relabel_pairs(seed, call, columns, block, count)) {
+    for (int64_t row = 0; row < rows; ++row) {
+      patch.push_back({input, offset_of(tensor, row * columns + first), offset_of(tensor, row * columns + second)});
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<ElementSwap> call_patch(uint64_t seed, int64_t call, const std::vector<WireTensor>& inputs, int swaps) {
@@ -38,8 +76,11 @@ std::vector<ElementSwap> call_patch(uint64_t seed, int64_t call, const std::vect
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const WireTensor& tensor = inputs[i];
     if (!tensor.perturb) continue;
-    const int64_t elements =
-        std::accumulate(tensor.shape.begin(), tensor.shape.end(), int64_t{1}, std::multiplies<int64_t>());
+    if (tensor.relabel > 0 && !tensor.shape.empty()) {
+      relabel(seed, call, static_cast<int>(i), tensor, swaps, patch);
+      continue;
+    }
+    const int64_t elements = elements_of(tensor);
     if (elements < 2) continue;
     // Rows of at least two elements; a tensor whose last dimension is 1 is one row of all its elements.
     int64_t columns = tensor.shape.empty() ? 1 : tensor.shape.back();

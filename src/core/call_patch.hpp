@@ -5,6 +5,13 @@
 // keeps the values and each row's multiset of values (so a row of probabilities still sums to one), and
 // the orchestrator can rebuild any call's inputs from the first draw to check that call's outputs.
 //
+// An input may instead be relabelled (task.toml `relabel`, WireTensor::relabel): pairs of positions of its
+// last dimension, each pair within one block of `relabel` consecutive positions, swap in every row, and
+// every relabelled input with the same column count and block gets the same pairs. That is a symmetry of
+// an op whose last dimension names things in groups (experts in routing groups): the answer moves with
+// the labels and every spacing between values, within a row and across inputs, is kept, where a swap of
+// two elements of one row would pair a value with another input's element it was never drawn beside.
+//
 // The patch of call i is a pure function of (seed, i, the inputs' geometry): the worker applies it, the
 // orchestrator recomputes it for the calls whose outputs come back.
 #pragma once
@@ -22,9 +29,12 @@ struct ElementSwap {
   int64_t b = 0;
 };
 
-// Up to `swaps` swaps per perturbable input (fewer for a tensor with few elements), the elements of one
+// Up to `swaps` swaps per perturbable input (relabelled inputs: as many column pairs as keep the input's
+// element swaps within kMostRelabelSwaps, at least `swaps`) (fewer for a tensor with few elements), the elements of one
 // call's patch all distinct within an input, so applying the swaps in any order gives the same result
 // and applying them twice restores the inputs. Ordered by input.
+inline constexpr int64_t kMostRelabelSwaps = 1 << 16;
+
 std::vector<ElementSwap> call_patch(uint64_t seed, int64_t call, const std::vector<WireTensor>& inputs, int swaps);
 
 // Applies the swaps of `input` to its storage (element size `element_bytes`), on the host.

@@ -73,7 +73,7 @@ void from_json(const json& j, DType& value) {
 void to_json(json& j, const WireTensor& value) {
   j = json{{"name", value.name},     {"dtype", value.dtype}, {"shape", value.shape},
            {"strides", value.strides}, {"inplace", value.inplace}, {"prepare", value.prepare},
-           {"perturb", value.perturb}};
+           {"perturb", value.perturb}, {"relabel", value.relabel}};
 }
 void from_json(const json& j, WireTensor& value) {
   expect_object(j, "tensor");
@@ -89,6 +89,7 @@ void from_json(const json& j, WireTensor& value) {
   read_optional(j, "inplace", value.inplace);
   read_optional(j, "prepare", value.prepare);
   read_optional(j, "perturb", value.perturb);
+  read_optional(j, "relabel", value.relabel);
 }
 
 void to_json(json& j, const WireScalar& value) {

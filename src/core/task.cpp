@@ -103,6 +103,24 @@ Geometry geometry_of(const TensorSpec& spec, const Workload& workload) {
   return geometry;
 }
 
+int64_t relabel_block_of(const Task& task, const TensorSpec& spec, const Workload& workload) {
+  if (spec.relabel.empty()) return 0;
+  const std::string field = fmt::format("tensor '{}' relabel", spec.name);
+  // The block may name the integer scalars as well as the axes: a routing group's size is E over a
+  // scalar's number of groups.
+  Workload named = workload;
+  for (const auto& [scalar, value] : scalars_of(task, workload)) {
+    if (scalar->is_int) named.axes.emplace(scalar->name, static_cast<int64_t>(value));
+  }
+  const int64_t block = whole(spec.relabel, named, field);
+  const int64_t columns = geometry_of(spec, workload).shape.back();
+  if (block < 2 || columns % block != 0) {
+    fail("{} = '{}' gives {} on workload '{}': a block must be at least 2 and divide the last dimension ({})",
+         field, spec.relabel, block, workload.name, columns);
+  }
+  return block;
+}
+
 double flops_of(const Task& task, const Workload& workload) {
   return task.flops.empty() ? 0.0 : evaluate(task.flops, workload.axes);
 }

@@ -77,6 +77,11 @@ struct TensorSpec {
   // (core/call_patch.hpp), so that every timed call computes on values it cannot predict. The loader's
   // default: a floating dtype and not `prepare`.
   bool perturb = false;
+  // Inputs only, optional: perturb by relabelling instead (core/call_patch.hpp): a formula in the axes and
+  // integer scalars for
+  // the block of the last dimension within which positions swap, the same swaps in every row and in every
+  // input relabelled alike. Empty: element swaps within a row.
+  std::string relabel;
   bool inplace = false;  // outputs only: the output is the input of the same name, updated in place
   Tolerance tolerance;   // outputs only
 };
@@ -150,6 +155,10 @@ struct Geometry {
 
 // Evaluates a tensor's shape and strides (with the workload's layout choice) in the workload's axes.
 Geometry geometry_of(const TensorSpec& spec, const Workload& workload);
+// The relabel block of an input for one workload (0 when it is not relabelled), its formula evaluated in the
+// axes and the integer scalars; throws d2k::Error unless it is a whole number of at least 2 that divides
+// the last dimension.
+int64_t relabel_block_of(const Task& task, const TensorSpec& spec, const Workload& workload);
 double flops_of(const Task& task, const Workload& workload);
 double min_bytes_of(const Task& task, const Workload& workload);
 // The workload's value for every scalar (its override or the task default).

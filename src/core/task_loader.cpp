@@ -401,11 +401,13 @@ class TaskReader {
 
   void read_inputs(const toml::node& node) {
     for (auto [table, path] : tables_of(source_, node, "inputs")) {
-      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "init", "prepare", "perturb"});
+      Fields fields(source_, *table, path, {"name", "dtype", "shape", "strides", "layouts", "init", "prepare", "perturb",
+                                                  "relabel"});
       TensorSpec spec = read_tensor(fields);
       if (task_.find_input(spec.name)) source_.bad(fields.need("name"), fields.path("name"), "another input has this name");
       if (const toml::node* init = fields.find("init")) spec.init = parse_init(source_, *init, fields.path("init"), {});
       read_visibility(fields, spec);
+      read_relabel(fields, spec);
       task_.inputs.push_back(std::move(spec));
     }
     if (task_.inputs.empty()) source_.error(&node, "inputs", "a task needs at least one input");
@@ -427,6 +429,26 @@ class TaskReader {
     if (spec.perturb && spec.shape.empty()) {
       source_.bad(*perturb, fields.path("perturb"), "a rank-0 input has no row to swap elements within");
     }
+  }
+
+  // `relabel` (core/call_patch.hpp) is a way to perturb: it implies perturb, so it contradicts
+  // perturb = false and prepare = true; its formula is checked on every workload (check_workloads).
+  void read_relabel(const Fields& fields, TensorSpec& spec) {
+    const toml::node* relabel = fields.find("relabel");
+    if (relabel == nullptr) return;
+    const auto* text = relabel->as_string();
+    if (text == nullptr) source_.bad(*relabel, fields.path("relabel"), "must be a formula (a string) in the axes");
+    spec.relabel = text->get();
+    if (spec.shape.empty()) source_.bad(*relabel, fields.path("relabel"), "a rank-0 input has no dimension to relabel");
+    if (spec.prepare) {
+      source_.bad(*relabel, fields.path("relabel"),
+                  "contradicts prepare = true: d2k_prepare sees this input once, so relabelling it between calls "
+                  "would make what prepare computed from it stale");
+    }
+    if (const toml::node* perturb = fields.find("perturb"); perturb != nullptr && !spec.perturb) {
+      source_.bad(*perturb, fields.path("perturb"), "perturb = false contradicts relabel, which is a way to perturb");
+    }
+    spec.perturb = true;
   }
 
   void read_outputs(const toml::node& node) {
@@ -595,7 +617,10 @@ class TaskReader {
       std::string field = index_path("workloads", w);
       const toml::node* at = workload_nodes_[w];
       try {
-        for (const auto& input : task_.inputs) geometry_of(input, workload);
+        for (const auto& input : task_.inputs) {
+          geometry_of(input, workload);
+          relabel_block_of(task_, input, workload);
+        }
         for (std::size_t o = 0; o < task_.outputs.size(); ++o) {
           const TensorSpec& output = task_.outputs[o];
           Geometry geometry = geometry_of(output, workload);

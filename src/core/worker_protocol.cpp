@@ -45,6 +45,7 @@ std::string_view name_of(Stage stage) {
     case Stage::timing: return "timing";
     case Stage::verification: return "verification";
     case Stage::noop_call: return "noop_call";
+    case Stage::noop_timing_after: return "noop_timing_after";
     case Stage::release: return "release";
     case Stage::done: return "done";
   }
@@ -54,7 +55,8 @@ std::string_view name_of(Stage stage) {
 std::optional<Stage> parse_stage(std::string_view name) {
   constexpr std::array all = {Stage::setup,  Stage::noop_timing, Stage::load,         Stage::workspace, Stage::prepare,
                               Stage::second_draw, Stage::repeat, Stage::run,          Stage::timing,
-                              Stage::verification, Stage::noop_call, Stage::release, Stage::done};
+                              Stage::verification, Stage::noop_call, Stage::noop_timing_after, Stage::release,
+                              Stage::done};
   return parse_name(name, all);
 }
 
@@ -64,12 +66,15 @@ std::string_view name_of(ClockMark mark) {
     case ClockMark::noop_end: return "noop_end";
     case ClockMark::timed_begin: return "timed_begin";
     case ClockMark::timed_end: return "timed_end";
+    case ClockMark::noop_after_begin: return "noop_after_begin";
+    case ClockMark::noop_after_end: return "noop_after_end";
   }
   return "unknown";
 }
 
 std::optional<ClockMark> parse_clock_mark(std::string_view name) {
-  constexpr std::array all = {ClockMark::noop_begin, ClockMark::noop_end, ClockMark::timed_begin, ClockMark::timed_end};
+  constexpr std::array all = {ClockMark::noop_begin,      ClockMark::noop_end,       ClockMark::timed_begin,
+                              ClockMark::timed_end,       ClockMark::noop_after_begin, ClockMark::noop_after_end};
   return parse_name(name, all);
 }
 

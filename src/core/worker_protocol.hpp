@@ -79,6 +79,7 @@ enum class Stage {
   timing,        // the timed calls, each on freshly patched inputs
   verification,  // cuda: a few more calls under a second clock (CUPTI)
   noop_call,     // the solution not called at all: outputs must not change
+  noop_timing_after,  // the timing loop with nothing called again: the harness's cost under the load of now
   release,
   done,
 };
@@ -86,8 +87,10 @@ std::string_view name_of(Stage stage);
 std::optional<Stage> parse_stage(std::string_view name);
 
 // Marks of the outside clock (FrameKind::clock): the orchestrator times the interval between begin and
-// end by its own clock, with the number of timed calls in it.
-enum class ClockMark { noop_begin, noop_end, timed_begin, timed_end };
+// end by its own clock, with the number of timed calls in it. The noop loop runs before the solution is
+// loaded and again after its timed calls: on a machine whose load changes, the harness's cost per call
+// is taken as the larger of the two, the cost it may have had while the calls were timed.
+enum class ClockMark { noop_begin, noop_end, timed_begin, timed_end, noop_after_begin, noop_after_end };
 std::string_view name_of(ClockMark mark);
 std::optional<ClockMark> parse_clock_mark(std::string_view name);
 
@@ -104,6 +107,7 @@ struct WireTensor {
   bool inplace = false;  // outputs: the input of the same name, updated in place
   bool prepare = false;  // inputs: d2k_prepare may see it (weights); the others hold poison during prepare
   bool perturb = false;  // inputs: timed calls see it with a few elements swapped (core/call_patch.hpp)
+  int64_t relabel = 0;   // inputs, when perturb: > 0 relabels the last dimension within blocks of this size instead
 };
 
 struct WireScalar {

@@ -256,11 +256,13 @@ double quantile_of(std::vector<double> values, double q) {
 }
 
 // Per timed call, what the outside clock says the calls themselves took: the interval's cost per call
-// less the harness's own per call (measured the same way with nothing called).
-std::optional<double> implied_per_call(std::optional<double> noop, int64_t noop_calls, std::optional<double> timed,
-                                       int64_t timed_calls, double& harness) {
+// less the harness's own per call (measured the same way with nothing called, before the solution was
+// loaded and again after its calls: the larger, the cost under the load the calls may have had).
+std::optional<double> implied_per_call(std::optional<double> noop, std::optional<double> noop_after,
+                                       int64_t noop_calls, std::optional<double> timed, int64_t timed_calls,
+                                       double& harness) {
   if (!noop || !timed || noop_calls <= 0 || timed_calls <= 0) return std::nullopt;
-  harness = *noop / static_cast<double>(noop_calls);
+  harness = std::max(*noop, noop_after.value_or(0.0)) / static_cast<double>(noop_calls);
   return *timed / static_cast<double>(timed_calls) - harness;
 }
 
@@ -277,11 +279,11 @@ std::optional<OutsideClock> outside_clock_of(const WorkerReport& report) {
   // on both sides: the worker's own clock sees it too, so that on a loaded machine a clock at half speed
   // shows as one, not as an honest clock of a descheduled worker.)
   double wall_harness = 0, cpu_harness = 0;
-  const auto wall = implied_per_call(report.noop_seconds, report.timing->noop_samples, report.timed_seconds, calls,
-                                     wall_harness);
+  const auto wall = implied_per_call(report.noop_seconds, report.noop_after_seconds, report.timing->noop_samples,
+                                     report.timed_seconds, calls, wall_harness);
   if (!wall) return std::nullopt;
-  const auto cpu = implied_per_call(report.noop_cpu_seconds, report.timing->noop_samples, report.timed_cpu_seconds,
-                                    calls, cpu_harness);
+  const auto cpu = implied_per_call(report.noop_cpu_seconds, report.noop_after_cpu_seconds,
+                                    report.timing->noop_samples, report.timed_cpu_seconds, calls, cpu_harness);
   const bool by_cpu = cpu && *cpu < *wall;
   double sum_ms = 0;
   for (double ms : samples) sum_ms += ms;

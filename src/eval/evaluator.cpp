@@ -146,7 +146,7 @@ void record_worker(Trace& trace, const WorkerOutcome& outcome) {
   trace.second_clock = second_clock_of(outcome.report);
 }
 
-WireTensor wire(const TensorSpec& spec, const Workload& workload) {
+WireTensor wire(const Task& task, const TensorSpec& spec, const Workload& workload) {
   const auto geometry = geometry_of(spec, workload);
   return WireTensor{.name = spec.name,
                     .dtype = spec.dtype,
@@ -154,7 +154,8 @@ WireTensor wire(const TensorSpec& spec, const Workload& workload) {
                     .strides = geometry.strides,
                     .inplace = spec.inplace,
                     .prepare = spec.prepare,
-                    .perturb = spec.perturb};
+                    .perturb = spec.perturb,
+                    .relabel = relabel_block_of(task, spec, workload)};
 }
 
 // What the worker is asked to do for one workload; the token is the runner's to add.
@@ -180,8 +181,8 @@ WorkerRequest request_for(const Task& task, const Workload& workload, const Buil
   request.time = settings.time;
   request.timing = settings.timing;
   request.deterministic = task.deterministic;
-  for (const auto& spec : task.inputs) request.inputs.push_back(wire(spec, workload));
-  for (const auto& spec : task.outputs) request.outputs.push_back(wire(spec, workload));
+  for (const auto& spec : task.inputs) request.inputs.push_back(wire(task, spec, workload));
+  for (const auto& spec : task.outputs) request.outputs.push_back(wire(task, spec, workload));
   for (const auto& [spec, value] : scalars_of(task, workload)) request.scalars.push_back({spec->name, spec->is_int, value});
   // Unpredictable for the solution, known here: the digests' key, the timed calls' patches, which timed
   // calls come back.

@@ -213,7 +213,7 @@ std::optional<std::string> build_report(const WorkerRequest& request, WorkerRepo
   for (const auto& output : request.outputs) sizes.push_back(span_bytes(output));
   std::set<std::string> once;  // what may appear once only
   const auto first_time = [&](const std::string& what) { return once.insert(what).second; };
-  std::optional<double> noop_begin, timed_begin, noop_cpu_begin, timed_cpu_begin;
+  std::optional<double> noop_begin, timed_begin, after_begin, noop_cpu_begin, timed_cpu_begin, after_cpu_begin;
   double last_stage_at = 0;
   for (const Frame& frame : report.frames) {
     nlohmann::json fields;
@@ -240,6 +240,7 @@ std::optional<std::string> build_report(const WorkerRequest& request, WorkerRepo
           };
           if (*mark == ClockMark::noop_begin) noop_begin = frame.arrival_seconds, noop_cpu_begin = frame.cpu_seconds;
           if (*mark == ClockMark::timed_begin) timed_begin = frame.arrival_seconds, timed_cpu_begin = frame.cpu_seconds;
+          if (*mark == ClockMark::noop_after_begin) after_begin = frame.arrival_seconds, after_cpu_begin = frame.cpu_seconds;
           if (*mark == ClockMark::noop_end) {
             if (!noop_begin) return std::string("clock mark noop_end before noop_begin");
             report.noop_seconds = frame.arrival_seconds - *noop_begin;
@@ -249,6 +250,11 @@ std::optional<std::string> build_report(const WorkerRequest& request, WorkerRepo
             if (!timed_begin) return std::string("clock mark timed_end before timed_begin");
             report.timed_seconds = frame.arrival_seconds - *timed_begin;
             report.timed_cpu_seconds = cpu_since(timed_cpu_begin);
+          }
+          if (*mark == ClockMark::noop_after_end) {
+            if (!after_begin) return std::string("clock mark noop_after_end before noop_after_begin");
+            report.noop_after_seconds = frame.arrival_seconds - *after_begin;
+            report.noop_after_cpu_seconds = cpu_since(after_cpu_begin);
           }
           break;
         }

@@ -66,8 +66,8 @@ struct WorkerReport {
   std::optional<TimingReport> timing;
   // The outside clock: the orchestrator's seconds between the worker's clock marks, and the worker's CPU
   // time between them by the kernel's accounting (nothing where the kernel does not keep it).
-  std::optional<double> noop_seconds, timed_seconds;
-  std::optional<double> noop_cpu_seconds, timed_cpu_seconds;
+  std::optional<double> noop_seconds, timed_seconds, noop_after_seconds;
+  std::optional<double> noop_cpu_seconds, timed_cpu_seconds, noop_after_cpu_seconds;
   bool ended = false;                // the worker's `end` frame arrived
   std::vector<Frame> frames;
 };

@@ -118,7 +118,7 @@ class Evaluation {
 
  private:
   void stage(Stage next);
-  void noop_timing();
+  void noop_timing(ClockMark begin, ClockMark end);
   void load();
   void workspace();
   void prepare();
@@ -143,7 +143,7 @@ class Evaluation {
   void send_outputs(Draw draw, const std::vector<const GuardedBuffer*>& buffers, int64_t call = -1);
   std::vector<const GuardedBuffer*> output_buffers() const;
   void send_input_digests(std::string_view what);
-  CallHooks hooks(bool solution);
+  CallHooks hooks(bool solution, ClockMark begin, ClockMark end);
 
   void clock_mark(ClockMark mark);
 
@@ -255,7 +255,10 @@ void Evaluation::setup() {
 
 void Evaluation::run() {
   try {
-    noop_timing();
+    if (request_.time) {
+      stage(Stage::noop_timing);
+      noop_timing(ClockMark::noop_begin, ClockMark::noop_end);
+    }
     stage(Stage::load);
     // From here on the process belongs to the solution as much as to the worker: nothing may start a
     // timer, a handler or a process, touch the channels, or write evidence but the worker's own write.
@@ -273,6 +276,8 @@ void Evaluation::run() {
       timing();
       stage(Stage::noop_call);
       noop_call();
+      stage(Stage::noop_timing_after);
+      noop_timing(ClockMark::noop_after_begin, ClockMark::noop_after_end);
     }
   } catch (const SolutionStop& stop) {
     // State the solution left (a stream still capturing a graph) can make the harness's own device calls
@@ -292,23 +297,23 @@ void Evaluation::run() {
   evidence_.send(FrameKind::end, {{"device_name", device_name(request_.device)}, {"guard_violations", guard_violations_}});
 }
 
-// The timing loop with nothing called, before the solution is loaded: what the harness's own steps
-// around a call cost (the flush, the restores and patches, the synchronization), bracketed by clock
-// marks so that the orchestrator can measure it by its own clock.
-void Evaluation::noop_timing() {
-  if (!request_.time) return;
-  stage(Stage::noop_timing);
+// The timing loop with nothing called: what the harness's own steps around a call cost (the flush, the
+// restores and patches, the synchronization), bracketed by clock marks so that the orchestrator can
+// measure it by its own clock. Once before the solution is loaded, and once after its timed calls (their
+// evidence already sent), where nothing of the solution's runs either: no call, and no thread, timer or
+// handler of its own could have outlived the calls.
+void Evaluation::noop_timing(ClockMark begin, ClockMark end) {
   TimingConfig config = request_.timing;
   config.warmup = 1;
   config.min_samples = config.max_samples = std::clamp(request_.timing.min_samples, 10, 50);
   config.target_ci = 0;
-  const auto samples = measure(request_.device, [] {}, hooks(false), call_.stream, config);
+  const auto samples = measure(request_.device, [] {}, hooks(false, begin, end), call_.stream, config);
   noop_samples_ = static_cast<int64_t>(samples.size());
   call_.inputs = inputs_.data();
   call_.outputs = outputs_.data();
 }
 
-CallHooks Evaluation::hooks(bool solution) {
+CallHooks Evaluation::hooks(bool solution, ClockMark begin, ClockMark end) {
   CallHooks hooks;
   hooks.before = [this] {
     copies_->before_call(call_);
@@ -327,8 +332,6 @@ CallHooks Evaluation::hooks(bool solution) {
     // The same cost as the solution's loop, for the outside clock's comparison.
     hooks.right_after = [] { (void)kernel_thread_count(); };
   }
-  const ClockMark begin = solution ? ClockMark::timed_begin : ClockMark::noop_begin;
-  const ClockMark end = solution ? ClockMark::timed_end : ClockMark::noop_end;
   hooks.sampling_begins = [this, begin] { clock_mark(begin); };
   hooks.sampling_ends = [this, end] { clock_mark(end); };
   return hooks;
@@ -422,7 +425,8 @@ void Evaluation::timing() {
   if (sensor_) before = sensor_->read();
   TimingReport report;
   try {
-    report.samples_ms = measure(request_.device, timed_call, hooks(true), call_.stream, request_.timing);
+    report.samples_ms = measure(request_.device, timed_call, hooks(true, ClockMark::timed_begin, ClockMark::timed_end), call_.stream,
+                                request_.timing);
   } catch (const TimedCallFailed&) {
     failed(Stage::timing, solution_message("d2k_run", code));
   } catch (const SolutionStop&) {

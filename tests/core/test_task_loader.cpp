@@ -313,6 +313,20 @@ TEST(TaskLoader, PerturbDefaultsToTheFloatingInputsPrepareCannotSee) {
   EXPECT_FALSE(task.inputs[3].perturb) << "an integer input, unless the task says so";
 }
 
+TEST(TaskLoader, RelabelImpliesPerturbAndItsBlockMayNameAnIntegerScalar) {
+  FixtureCopy copy;
+  fs::path file = copy.dir() / "task.toml";
+  std::string text = read_text(file);
+  const std::string init = "init = { dist = \"normal\", std = 0.5 }\n";
+  text.replace(text.find(init), init.size(), init + "relabel = \"group / 2\"\n");
+  write_text(file, text);
+  Task task = load_task(copy.dir(), copy.root());
+  EXPECT_TRUE(task.inputs[0].perturb);
+  EXPECT_EQ(task.inputs[0].relabel, "group / 2");
+  EXPECT_EQ(relabel_block_of(task, task.inputs[0], task.workloads[0]), 64);  // the scalar group is 128
+  EXPECT_EQ(relabel_block_of(task, task.inputs[1], task.workloads[0]), 0);
+}
+
 TEST(TaskLoader, TheNameIsTheFolderAndMustBeATaskName) {
   FixtureCopy copy;
   fs::rename(copy.dir(), copy.root() / "demo" / "Rms-Add");
@@ -430,7 +444,7 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:@: outputs[1].layouts.col[1] = \"align(N, 4)\": uses axis 'N'"}},
         // Inputs.
         Broken{"unknown_input_key", {{"init = { dist = \"normal\", std = 0.5 }", "shpe = [\"T\"]\ninit = { dist = \"normal\", std = 0.5 }"}},
-               {"task.toml:@: inputs[0].shpe: unknown key (known keys: name, dtype, shape, strides, layouts, init, prepare, perturb)"}},
+               {"task.toml:@: inputs[0].shpe: unknown key (known keys: name, dtype, shape, strides, layouts, init, prepare, perturb, relabel)"}},
         Broken{"prepare_not_a_bool", {{"prepare = true", "prepare = \"weights\""}},
                {"task.toml:@: inputs[2].prepare = \"weights\": must be true or false"}},
         Broken{"perturb_not_a_bool", {{"perturb = true", "perturb = 1"}},
@@ -439,6 +453,14 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:", "inputs[2].perturb = true: contradicts prepare = true"}},
         Broken{"perturb_rank_zero", {{"shape = [\"T\"]\nstrides = [\"2\"]", "shape = []"}},
                {"task.toml:", "inputs[3].perturb = true: a rank-0 input has no row to swap elements within"}},
+        Broken{"relabel_not_a_string", {{"init = { dist = \"normal\", std = 0.5 }", "init = { dist = \"normal\", std = 0.5 }\nrelabel = 8"}},
+               {"inputs[0].relabel = 8: must be a formula (a string) in the axes"}},
+        Broken{"relabel_with_perturb_false", {{"perturb = true", "perturb = false\nrelabel = \"2\""}},
+               {"inputs[3].perturb = false: perturb = false contradicts relabel"}},
+        Broken{"relabel_what_prepare_sees", {{"prepare = true", "prepare = true\nrelabel = \"G\""}},
+               {"inputs[2].relabel = \"G\": contradicts prepare = true"}},
+        Broken{"relabel_not_dividing_the_last_dimension", {{"init = { dist = \"normal\", std = 0.5 }", "init = { dist = \"normal\", std = 0.5 }\nrelabel = \"5\""}},
+               {"tensor 'x' relabel = '5' gives 5 on workload", "a block must be at least 2 and divide the last dimension"}},
         Broken{"unknown_dtype", {{"name = \"weight\"\ndtype = \"bf16\"", "name = \"weight\"\ndtype = \"bfloat16\""}},
                {"inputs[2].dtype = \"bfloat16\": unknown dtype (known: f32 f16 bf16 f8e4m3 f64 i32 i64 i8 u8)"}},
         Broken{"duplicate_input", {{"name = \"weight\"", "name = \"residual\""}},

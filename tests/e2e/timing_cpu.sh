@@ -14,7 +14,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 names = ["inputs", "oracle", "worker_start", "worker_setup", "worker_noop_timing", "worker_load", "worker_workspace",
          "worker_prepare", "worker_second_draw", "worker_repeat", "worker_run", "solution_timing",
-         "worker_verification", "worker_noop_call", "worker_release", "worker_done", "check", "baseline_timing"]
+         "worker_verification", "worker_noop_call", "worker_noop_timing_after", "worker_release", "worker_done", "check", "baseline_timing"]
 for t in d["traces"]:
     assert t["status"] == "passed", (t["workload"], t["status"], t["message"])
     got = [p["name"] for p in t["phases"]]

@@ -62,6 +62,23 @@ TEST(OutsideClock, ShortCallsAreWithinTheSlack) {
   EXPECT_EQ(clock_disagrees(report(100, 0.05, 0.12, 0.12), Device::cpu), std::nullopt);
 }
 
+TEST(OutsideClock, AHarnessSlowedByLoadDuringTheCallsIsMeasuredByTheLoopAfterThem) {
+  // 100 calls of 0.05 ms, but the machine got busy after the first no-op loop: the harness's own work now
+  // takes 5 ms a call by both clocks (waiting for a CPU counts on both), so the timed loop took 0.505 s.
+  auto loaded = report(100, 0.05, 0.505, 0.505);
+  ASSERT_TRUE(clock_disagrees(loaded, Device::cpu)) << "judged by the first loop alone, an honest timer looks forged";
+  loaded.noop_after_seconds = 0.050;
+  loaded.noop_after_cpu_seconds = 0.050;
+  EXPECT_EQ(clock_disagrees(loaded, Device::cpu), std::nullopt);
+  EXPECT_NEAR(outside_clock_of(loaded)->harness_ms, 5.0, 1e-9);
+  // A timer at half speed is still caught when the loop after the calls is as fast as the one before.
+  auto forged = report(100, 10.0, 2.1, 2.1);
+  forged.noop_after_seconds = 0.008;
+  forged.noop_after_cpu_seconds = 0.008;
+  EXPECT_TRUE(clock_disagrees(forged, Device::cpu));
+  EXPECT_NEAR(outside_clock_of(forged)->harness_ms, 1.0, 1e-9);
+}
+
 TEST(OutsideClock, MissingMarksAreThemselvesAFinding) {
   auto report_without_marks = report(10, 1.0, 0.02, 0.02);
   report_without_marks.timed_seconds.reset();

@@ -118,6 +118,7 @@ TEST_F(Worker, RunsACorrectSolutionWithWorkspacePrepareAndTiming) {
   // The outside clock: marks around the loop with nothing called and around the timed calls.
   ASSERT_TRUE(done.report.noop_seconds);
   ASSERT_TRUE(done.report.timed_seconds);
+  ASSERT_TRUE(done.report.noop_after_seconds) << "the loop with nothing called again, after the timed calls";
   EXPECT_GT(done.report.timing->noop_samples, 0);
   std::cout << "outside clock: " << *done.report.noop_seconds * 1e3 / done.report.timing->noop_samples
             << " ms per call with nothing called, " << *done.report.timed_seconds * 1e3 / 3 << " ms per timed call\n";
@@ -457,7 +458,7 @@ TEST_F(Worker, TheReportSaysWhereTheWorkersTimeWent) {
     EXPECT_GE(phase.seconds, 0.0) << phase.name;
   }
   for (const char* name : {"worker_setup", "worker_noop_timing", "worker_load", "worker_prepare", "worker_second_draw",
-                           "worker_run", "solution_timing", "worker_noop_call", "worker_release"})
+                           "worker_run", "solution_timing", "worker_noop_call", "worker_noop_timing_after", "worker_release"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
