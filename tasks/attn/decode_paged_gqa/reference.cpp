@@ -106,7 +106,8 @@ class DecodePagedGqa : public TaskCode {
       const at::Tensor token = at::arange(offsets.back(), on(at::kLong));
       const at::Tensor sequence = at::repeat_interleave(at::tensor(lengths, at::TensorOptions().dtype(at::kLong)).to(q.device()));
       const at::Tensor position = token - cu.to(at::kLong).index_select(0, sequence);
-      const at::Tensor page = table.to(at::kLong).index({sequence, at::floor_divide(position, kPage)});
+      const at::Tensor entry = sequence * table.size(1) + at::floor_divide(position, kPage);
+      const at::Tensor page = table.to(at::kLong).contiguous().view(-1).index_select(0, entry);
       const at::Tensor slot = page * kPage + at::remainder(position, kPage);
       const at::Tensor k = k_cache.view({-1, kv_heads, dim}).index_select(0, slot);
       const at::Tensor v = v_cache.view({-1, kv_heads, dim}).index_select(0, slot);
