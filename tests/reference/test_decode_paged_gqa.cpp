@@ -199,11 +199,12 @@ TEST_F(DecodePagedGqa, MakeInputsScattersDistinctPagesAndGivesTheWorkloadsLength
     // The used pages: P of them, all distinct; some sequence's pages are not consecutive numbers.
     std::set<int64_t> used;
     bool scattered = false;
+    const auto length = lengths.accessor<int64_t, 1>();
+    const auto entry = table.accessor<int64_t, 2>();
     for (int64_t b = 0; b < lengths.numel(); ++b) {
-      const int64_t pages = (lengths[b].item<int64_t>() + 15) / 16;
-      for (int64_t j = 0; j < pages; ++j) {
-        used.insert(table[b][j].item<int64_t>());
-        if (j > 0 && table[b][j].item<int64_t>() != table[b][j - 1].item<int64_t>() + 1) scattered = true;
+      for (int64_t j = 0; j < (length[b] + 15) / 16; ++j) {
+        used.insert(entry[b][j]);
+        if (j > 0 && entry[b][j] != entry[b][j - 1] + 1) scattered = true;
       }
     }
     EXPECT_EQ(static_cast<int64_t>(used.size()), w.axes.at("P")) << w.name << ": a page shared by two sequences";
