@@ -132,9 +132,9 @@ class PrefillSlidingWindow : public TaskCode {
   bool has_library() const override { return true; }
 
   // Per sequence, the band as a mask: the fused kernels that accept one (FlashAttention's does not). On
-  // cuda SDPA's memory-efficient kernel, the one that returns the LSE with a mask (its additive bias
-  // rows padded to 16 elements, as SDPA pads them; K and V repeated, since it takes equal head counts); on
-  // the cpu torch's flash kernel.
+  // cuda SDPA's memory-efficient kernel, the one that returns the LSE with a mask (its additive bias rows
+  // padded to 16 elements, as SDPA pads them; K and V repeated, since it takes equal head counts); on the
+  // cpu torch's flash kernel, which takes the same bias.
   TensorMap library(TensorMap& inputs, const Scalars& scalars) const override {
     const at::Tensor& q = inputs.at("q");
     const at::Tensor& k = inputs.at("k");
@@ -148,19 +148,19 @@ class PrefillSlidingWindow : public TaskCode {
       const int64_t length = end - start;
       const auto per_head = [&](const at::Tensor& x) { return x.narrow(0, start, length).transpose(0, 1).unsqueeze(0); };
       const at::Tensor qh = per_head(q), kh = per_head(k).repeat_interleave(group, 1), vh = per_head(v).repeat_interleave(group, 1);
-      const at::Tensor hidden = hidden_of(0, length, 0, length, window, q.options());
+      // The band as an additive bias in the inputs' dtype (0 or -inf), the form both kernels take.
+      const int64_t padded = (length + 15) / 16 * 16;
+      const at::Tensor bias = at::zeros({length, padded}, q.options()).narrow(1, 0, length);
+      bias.masked_fill_(hidden_of(0, length, 0, length, window, q.options()), -std::numeric_limits<double>::infinity());
       at::Tensor out, row_lse;
       if (q.is_cuda()) {
-        const int64_t padded = (length + 15) / 16 * 16;
-        const at::Tensor bias = at::zeros({length, padded}, q.options()).narrow(1, 0, length);
-        bias.masked_fill_(hidden, -std::numeric_limits<double>::infinity());
         std::tie(out, row_lse, std::ignore, std::ignore) = at::_scaled_dot_product_efficient_attention(
             qh, kh, vh, bias.unsqueeze(0).unsqueeze(0).expand({1, heads, length, length}), /*compute_log_sumexp=*/true, 0.0,
             /*is_causal=*/false, scale);
         row_lse = row_lse.narrow(-1, 0, length);  // padded to a multiple of 32 queries
       } else {
         std::tie(out, row_lse) = at::_scaled_dot_product_flash_attention_for_cpu(qh, kh, vh, 0.0, /*is_causal=*/false,
-                                                                                  hidden.logical_not(), scale);
+                                                                                  bias.unsqueeze(0).unsqueeze(0), scale);
       }
       o.narrow(0, start, length).copy_(out[0].transpose(0, 1));
       lse.narrow(1, start, length).copy_(row_lse[0]);
