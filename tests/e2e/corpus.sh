@@ -128,6 +128,7 @@ caught "$corpus/wrong_silu_mul_fp8_scale_before_rounding.cpp" moe/silu_mul_fp8_q
 caught "$corpus/wrong_cache_padding_written.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 caught "$corpus/wrong_cache_before_rotation.cpp" kv/rope_cache_write llama3-8b-T37-padded incorrect_numerics "'key_cache'"
 caught "$corpus/wrong_prefill_unmasked_last_tile.cpp" attn/prefill_causal_gqa llama3-8b-B3-T120 incorrect_numerics "'lse'"
+caught "$corpus/wrong_window_off_by_one.cpp" attn/prefill_sliding_window gpt-oss-B3-T210-W31 incorrect_numerics "'lse'"
 caught "$corpus/wrong_merge_plus_inf_kept.cpp" attn/merge_states llama3-8b-N37-empty-heavy incorrect_numerics "'output': 16384 of 151552 elements are NaN or Inf"
 caught "$corpus/wrong_decode_pages_contiguous.cpp" attn/decode_paged_gqa llama3-8b-B3-ctx1-37 incorrect_numerics "'lse'"
 caught "$corpus/wrong_align_pads_with_token_count.cpp" moe/align_block_size qwen3-30b-T37 incorrect_numerics "'sorted_token_ids': entry 37 appears"
