@@ -54,19 +54,33 @@ std::vector<std::pair<int64_t, int64_t>> relabel_pairs(uint64_t seed, int64_t ca
   return pairs;
 }
 
-void relabel(uint64_t seed, int64_t call, int input, const WireTensor& tensor, int swaps,
+// The column pairs every input relabelled alike gets must be the same, so their count is set by the
+// one with the most rows (`rows`): it keeps that input's swaps within kMostRelabelSwaps.
+void relabel(uint64_t seed, int64_t call, int input, const WireTensor& tensor, int64_t most_rows, int swaps,
              std::vector<ElementSwap>& patch) {
   const int64_t elements = elements_of(tensor);
   const int64_t columns = tensor.shape.back();
   const int64_t block = tensor.relabel;
   if (elements < 2 || block < 2 || columns < block) return;
   const int64_t rows = elements / columns;
-  const int64_t count = std::max<int64_t>(swaps, kMostRelabelSwaps / rows);
+  const int64_t count = std::max<int64_t>(swaps, kMostRelabelSwaps / std::max<int64_t>(most_rows, 1));
   for (const auto& [first, second] : relabel_pairs(seed, call, columns, block, count)) {
     for (int64_t row = 0; row < rows; ++row) {
       patch.push_back({input, offset_of(tensor, row * columns + first), offset_of(tensor, row * columns + second)});
     }
   }
+}
+
+bool relabelled(const WireTensor& tensor) { return tensor.perturb && tensor.relabel > 0 && !tensor.shape.empty(); }
+
+// The most rows among the inputs relabelled like `tensor` (the same column count and block).
+int64_t most_rows_alike(const std::vector<WireTensor>& inputs, const WireTensor& tensor) {
+  int64_t most = 0;
+  for (const WireTensor& other : inputs) {
+    if (!relabelled(other) || other.shape.back() != tensor.shape.back() || other.relabel != tensor.relabel) continue;
+    if (other.shape.back() > 0) most = std::max(most, elements_of(other) / other.shape.back());
+  }
+  return most;
 }
 
 }  // namespace
@@ -76,8 +90,8 @@ std::vector<ElementSwap> call_patch(uint64_t seed, int64_t call, const std::vect
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const WireTensor& tensor = inputs[i];
     if (!tensor.perturb) continue;
-    if (tensor.relabel > 0 && !tensor.shape.empty()) {
-      relabel(seed, call, static_cast<int>(i), tensor, swaps, patch);
+    if (relabelled(tensor)) {
+      relabel(seed, call, static_cast<int>(i), tensor, most_rows_alike(inputs, tensor), swaps, patch);
       continue;
     }
     const int64_t elements = elements_of(tensor);

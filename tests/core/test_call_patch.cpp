@@ -99,6 +99,20 @@ TEST(CallPatch, RelabelSwapsTheSameColumnPairsInEveryRowAndInEveryInputRelabelle
   }
 }
 
+TEST(CallPatch, InputsRelabelledAlikeGetTheSamePairsWhateverTheirRowCounts) {
+  // Logits [4096, 64] and a bias [64] in blocks of 16: the logits' row count bounds the pairs to
+  // kMostRelabelSwaps / 4096 = 16 of the 32, and the bias, one row, must get those 16, not all 32: else
+  // a logit is paired with another expert's bias (the false alarms of 2026-12-02).
+  const std::vector<WireTensor> inputs = {tensor({4096, 64}, {64, 1}, true, 16), tensor({64}, {1}, true, 16)};
+  for (int64_t call = 0; call < 5; ++call) {
+    const auto patch = call_patch(21, call, inputs, 8);
+    const auto bias = pairs_in_row(patch, 1, 0, 64);
+    EXPECT_EQ(bias.size(), 16u);
+    EXPECT_EQ(pairs_in_row(patch, 0, 0, 64), bias);
+    EXPECT_EQ(pairs_in_row(patch, 0, 4095, 64), bias);
+  }
+}
+
 TEST(CallPatch, RelabelKeepsAManyRowInputsSwapsBoundedButAtLeastTheSwapsAsked) {
   const std::vector<WireTensor> inputs = {tensor({16384, 256}, {256, 1}, true, 32)};
   const auto patch = call_patch(5, 0, inputs, 8);
