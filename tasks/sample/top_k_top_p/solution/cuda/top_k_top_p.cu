@@ -1,6 +1,6 @@
 // sample/top_k_top_p: expert CUDA solution for the H200 (sm_90a).
 //
-// One CTA of 1024 threads per row, no sort. The k-th largest probability and the top-p boundary are
+// One CTA of 512 threads per row, no sort. The k-th largest probability and the top-p boundary are
 // found by a radix select on the float bits (positive floats order as their bit patterns): a histogram
 // of the top 11 bits with each bin's count and mass, then, inside the bin that holds the answer, of the
 // next 11 bits, then of the last 9, so that the thresholds are exact values and tie groups stay whole.
@@ -11,7 +11,8 @@
 //
 // Masses are fixed point (probability x 2^40, truncated): integer sums are exact in any order, so the
 // atomics of the histograms and the block scans give the same bits on every run (the task is
-// deterministic), and a p boundary 1e-4 away from any cumulative mass is decided exactly. The draw is an
+// deterministic); a histogram bin keeps a mass as two 32-bit sums (the bits above and below bit 12),
+// because shared-memory atomics add 32 bits natively and emulate 64 with a compare-and-swap loop, and a p boundary 1e-4 away from any cumulative mass is decided exactly. The draw is an
 // inverse CDF in index order over the kept tokens with one uniform number from Philox-4x32-10 keyed on
 // (seed, row).
 #include <cub/block/block_scan.cuh>
@@ -26,10 +27,12 @@
 
 namespace {
 
-constexpr int kThreads = 1024;
-constexpr int kTile = 4 * kThreads;  // elements per step of a pass: 4 consecutive per thread
-constexpr int kCapacity = 2000;      // tokens the shared-memory list holds
+constexpr int kThreads = 512;
+constexpr int kPer = 8;                  // consecutive elements per thread per step of a pass (two 16-byte loads)
+constexpr int kTile = kPer * kThreads;   // elements per step
+constexpr int kCapacity = 2000;          // tokens the shared-memory list holds
 constexpr int kMaxBins = 2048;
+constexpr int kBinsPer = kMaxBins / kThreads;  // bins per thread when choosing one
 // The three digits of a positive float's bits (bit 31 is 0): 30..20, 19..9, 8..0.
 __host__ __device__ constexpr int shift_of(int level) { return level == 0 ? 20 : level == 1 ? 9 : 0; }
 __host__ __device__ constexpr int bins_of(int level) { return level == 2 ? 512 : 2048; }
@@ -57,7 +60,7 @@ __device__ double philox_uniform(u64 seed, unsigned row) {
 
 struct Shared {
   unsigned count[kMaxBins];
-  u64 mass[kMaxBins];
+  unsigned mass_hi[kMaxBins], mass_lo[kMaxBins];  // a bin's mass = hi * 2^12 + lo
   alignas(16) float value[kCapacity];
   int index[kCapacity];
   typename Scan::TempStorage scan;
@@ -66,20 +69,23 @@ struct Shared {
   u64 excl_count, excl_mass, bin_count, bin_mass;
 };
 
-// What a pass reads, 4 consecutive elements per thread per tile: the row in global memory (16-byte loads
+// What a pass reads, kPer consecutive elements per thread per tile: the row in global memory (16-byte loads
 // when aligned), or the compacted candidates in shared memory, in index order (`index` set).
 struct Source {
   const float* x;
   const int* index;  // nullptr for the row itself
   int n;
   bool vector;
-  __device__ void load(int base, float (&v)[4]) const {
-    if (vector && base + 3 < n) {
-      const float4 q = index ? *reinterpret_cast<const float4*>(x + base) : __ldg(reinterpret_cast<const float4*>(x + base));
-      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  __device__ void load(int base, float (&v)[kPer]) const {
+    if (vector && base + kPer - 1 < n) {
+      for (int h = 0; h < kPer / 4; ++h) {
+        const float4* at = reinterpret_cast<const float4*>(x + base) + h;
+        const float4 q = index ? *at : __ldg(at);
+        v[4 * h] = q.x, v[4 * h + 1] = q.y, v[4 * h + 2] = q.z, v[4 * h + 3] = q.w;
+      }
       return;
     }
-    for (int j = 0; j < 4; ++j) v[j] = base + j < n ? x[base + j] : 0.0f;
+    for (int j = 0; j < kPer; ++j) v[j] = base + j < n ? x[base + j] : 0.0f;
   }
   __device__ int token(int i) const { return index ? index[i] : i; }
 };
@@ -91,56 +97,64 @@ __device__ __forceinline__ bool in_prefix(float x, int level, unsigned prefix, f
   return (__float_as_uint(x) >> above) == prefix;
 }
 
+__device__ __forceinline__ u64 bin_mass(const Shared& s, int b) {
+  return (static_cast<u64>(s.mass_hi[b]) << 12) + s.mass_lo[b];
+}
+
 __device__ __forceinline__ int digit(float x, int level) {
   return static_cast<int>((__float_as_uint(x) >> shift_of(level)) & static_cast<unsigned>(bins_of(level) - 1));
 }
 
 __device__ __noinline__ void histogram(Shared& s, const Source& src, int level, unsigned prefix, float floor) {
-  for (int b = threadIdx.x; b < bins_of(level); b += kThreads) s.count[b] = 0, s.mass[b] = 0;
+  for (int b = threadIdx.x; b < bins_of(level); b += kThreads) s.count[b] = 0, s.mass_hi[b] = 0, s.mass_lo[b] = 0;
   __syncthreads();
   for (int base = 0; base < src.n; base += kTile) {
-    float v[4];
-    src.load(base + 4 * threadIdx.x, v);
-    for (int j = 0; j < 4; ++j) {
+    float v[kPer];
+    src.load(base + kPer * threadIdx.x, v);
+    for (int j = 0; j < kPer; ++j) {
       if (!in_prefix(v[j], level, prefix, floor)) continue;
       const int d = digit(v[j], level);
+      const u64 m = fixed(v[j]);
       atomicAdd(&s.count[d], 1u);
-      atomicAdd(&s.mass[d], fixed(v[j]));
+      // A row's mass is at most 2^40: the high sums stay under 2^28, the low ones under 2^12 per element.
+      atomicAdd(&s.mass_hi[d], static_cast<unsigned>(m >> 12));
+      atomicAdd(&s.mass_lo[d], static_cast<unsigned>(m & 4095u));
     }
   }
   __syncthreads();
 }
 
-// Over the bins in descending order (thread t holds places 2t and 2t + 1): by count, the first bin whose
-// inclusive count reaches `rank`; by mass, the last non-empty bin whose exclusive mass is below `limit`.
-// Leaves the chosen bin and its exclusive count and mass, and its own, in shared memory.
+// Over the bins in descending order (thread t holds places kBinsPer t to kBinsPer t + kBinsPer - 1): by
+// count, the first bin whose inclusive count reaches `rank`; by mass, the last non-empty bin whose
+// exclusive mass is below `limit`. Leaves the chosen bin and its exclusive count and mass, and its own,
+// in shared memory.
 __device__ __noinline__ void choose(Shared& s, int level, bool by_count, u64 rank, u64 limit) {
   const int bins = bins_of(level);
-  u64 c[2], m[2];
-  int bin[2];
-  for (int j = 0; j < 2; ++j) {
-    const int place = 2 * threadIdx.x + j;
-    bin[j] = bins - 1 - place;
-    c[j] = place < bins ? s.count[bin[j]] : 0;
-    m[j] = place < bins ? s.mass[bin[j]] : 0;
+  u64 c[kBinsPer], m[kBinsPer], c_sum = 0, m_sum = 0;
+  for (int j = 0; j < kBinsPer; ++j) {
+    const int place = kBinsPer * threadIdx.x + j, bin = bins - 1 - place;
+    c[j] = place < bins ? s.count[bin] : 0;
+    m[j] = place < bins ? bin_mass(s, bin) : 0;
+    c_sum += c[j], m_sum += m[j];
   }
   if (threadIdx.x == 0) s.chosen = by_count ? kMaxBins : -1;
   u64 cx, mx;
-  Scan(s.scan).ExclusiveSum(c[0] + c[1], cx);
+  Scan(s.scan).ExclusiveSum(c_sum, cx);
   __syncthreads();
-  Scan(s.scan).ExclusiveSum(m[0] + m[1], mx);
+  Scan(s.scan).ExclusiveSum(m_sum, mx);
   __syncthreads();
-  const u64 cex[2] = {cx, cx + c[0]}, mex[2] = {mx, mx + m[0]};
-  for (int j = 0; j < 2; ++j) {
-    const int place = 2 * threadIdx.x + j;
-    if (place >= bins || c[j] == 0) continue;
-    if (by_count ? cex[j] + c[j] >= rank && cex[j] < rank : mex[j] < limit)
+  for (int j = 0; j < kBinsPer; ++j) {
+    const int place = kBinsPer * threadIdx.x + j;
+    if (place < bins && c[j] > 0 && (by_count ? cx + c[j] >= rank && cx < rank : mx < limit))
       by_count ? atomicMin(&s.chosen, place) : atomicMax(&s.chosen, place);
+    cx += c[j], mx += m[j];
   }
   __syncthreads();
-  for (int j = 0; j < 2; ++j) {
-    if (2 * threadIdx.x + j != s.chosen) continue;
-    s.excl_count = cex[j], s.excl_mass = mex[j], s.bin_count = c[j], s.bin_mass = m[j];
+  cx -= c_sum, mx -= m_sum;
+  for (int j = 0; j < kBinsPer; ++j) {
+    if (kBinsPer * static_cast<int>(threadIdx.x) + j == s.chosen)
+      s.excl_count = cx, s.excl_mass = mx, s.bin_count = c[j], s.bin_mass = m[j];
+    cx += c[j], mx += m[j];
   }
   __syncthreads();
   if (threadIdx.x == 0) s.chosen = bins - 1 - s.chosen;  // the place as a bin
@@ -169,16 +183,16 @@ __device__ __noinline__ int draw(Shared& s, const Source& src, float threshold, 
   __syncthreads();
   u64 carry = 0;
   for (int base = 0; base < src.n; base += kTile) {
-    float v[4];
-    const int first = base + 4 * threadIdx.x;
+    float v[kPer];
+    const int first = base + kPer * threadIdx.x;
     src.load(first, v);
-    u64 m[4], own = 0;
-    for (int j = 0; j < 4; ++j) own += (m[j] = v[j] > 0.0f && v[j] >= threshold ? fixed(v[j]) : 0);
+    u64 m[kPer], own = 0;
+    for (int j = 0; j < kPer; ++j) own += (m[j] = v[j] > 0.0f && v[j] >= threshold ? fixed(v[j]) : 0);
     u64 before, total;
     Scan(s.scan).ExclusiveSum(own, before, total);
     before += carry;
     if (before <= target && target < before + own) {
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kPer; ++j) {
         if (target < before + m[j]) {
           s.found = src.token(first + j);
           break;
@@ -240,8 +254,8 @@ __global__ void __launch_bounds__(kThreads, 1) sample_rows(Row r) {
   histogram(s, row, 0, 0u, 0.0f);
   u64 total = 0, positive = 0, ignored = 0;
   {
-    const u64 mass = s.mass[2 * threadIdx.x] + s.mass[2 * threadIdx.x + 1];
-    const u64 count = s.count[2 * threadIdx.x] + s.count[2 * threadIdx.x + 1];
+    u64 mass = 0, count = 0;
+    for (int j = 0; j < kBinsPer; ++j) mass += bin_mass(s, kBinsPer * threadIdx.x + j), count += s.count[kBinsPer * threadIdx.x + j];
     Scan(s.scan).ExclusiveSum(mass, ignored, total);
     __syncthreads();
     Scan(s.scan).ExclusiveSum(count, ignored, positive);
@@ -269,16 +283,16 @@ __global__ void __launch_bounds__(kThreads, 1) sample_rows(Row r) {
   if (lowest >= 0 && candidates <= kCapacity) {
     u64 carry = 0;
     for (int base = 0; base < r.vocab; base += kTile) {
-      float v[4];
-      const int first = base + 4 * threadIdx.x;
+      float v[kPer];
+      const int first = base + kPer * threadIdx.x;
       row.load(first, v);
       unsigned flags = 0, own = 0;
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < kPer; ++j)
         if (v[j] > 0.0f && static_cast<int>(__float_as_uint(v[j]) >> 20) >= lowest) flags |= 1u << j, ++own;
       u64 at, step;
       Scan(s.scan).ExclusiveSum(static_cast<u64>(own), at, step);
       at += carry;
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < kPer; ++j)
         if (flags & (1u << j)) s.value[at] = v[j], s.index[at] = first + j, ++at;
       carry += step;
       __syncthreads();
