@@ -66,9 +66,9 @@ TEST(SampleTest, AnExactSamplerPassesEveryFullSizeEvaluationAtTheShippedRate) {
     const SampleTest test(d);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     for (int t = 0; t < 25; ++t) {
-      const auto result = test(exact_draws(d, 512, gen), kSampleFalseAlarm, t);
+      const auto result = test(exact_draws(d, 1024, gen), kSampleFalseAlarm, t);
       EXPECT_TRUE(result.passed) << result.detail;
-      EXPECT_EQ(result.draws, 512 * 64);
+      EXPECT_EQ(result.draws, 1024 * 64);
     }
   }
 }
@@ -79,7 +79,7 @@ TEST(SampleTest, ASamplerBiasedTowardTheArgmaxByAFewPercentFails) {
     const SampleTest test(d);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 100);
     for (int t = 0; t < 5; ++t) {
-      const auto result = test(biased_draws(d, 512, 0.05, gen), kSampleFalseAlarm, t);
+      const auto result = test(biased_draws(d, 1024, 0.05, gen), kSampleFalseAlarm, t);
       EXPECT_FALSE(result.passed) << "seed " << seed << ": argmax " << result.argmax << " expected "
                                   << result.argmax_expected << " bound " << result.argmax_bound;
       EXPECT_GT(result.argmax, result.argmax_expected);
@@ -90,7 +90,7 @@ TEST(SampleTest, ASamplerBiasedTowardTheArgmaxByAFewPercentFails) {
 
 TEST(SampleTest, TheArgmaxFails) {
   const auto d = smoke_distribution(3).truncated;
-  const auto result = SampleTest(d)(argmax_of(d).unsqueeze(0).repeat({512, 1}), kSampleFalseAlarm, 0);
+  const auto result = SampleTest(d)(argmax_of(d).unsqueeze(0).repeat({1024, 1}), kSampleFalseAlarm, 0);
   EXPECT_FALSE(result.passed);
   EXPECT_EQ(result.outside, 0);  // every argmax lies in the support: only the distribution shows it
 }
@@ -99,7 +99,7 @@ TEST(SampleTest, ASamplerThatIgnoresItsSeedFails) {
   // One exact draw, returned by every call.
   const auto d = smoke_distribution(4).truncated;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
-  const auto result = SampleTest(d)(exact_draws(d, 1, gen).repeat({512, 1}), kSampleFalseAlarm, 0);
+  const auto result = SampleTest(d)(exact_draws(d, 1, gen).repeat({1024, 1}), kSampleFalseAlarm, 0);
   EXPECT_FALSE(result.passed);
   EXPECT_NE(result.detail.find("ignore the seed"), std::string::npos) << result.detail;
 }
@@ -108,7 +108,7 @@ TEST(SampleTest, ASamplerOfTheUntruncatedDistributionFailsOnTheSupport) {
   const auto both = smoke_distribution(5);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
   const auto untruncated = both.untruncated / both.untruncated.sum(1, true);
-  const auto draws = exact_draws(untruncated, 512, gen);
+  const auto draws = exact_draws(untruncated, 1024, gen);
   const auto result = SampleTest(both.truncated)(draws, kSampleFalseAlarm, 0);
   EXPECT_FALSE(result.passed);
   EXPECT_GT(result.outside, 0);

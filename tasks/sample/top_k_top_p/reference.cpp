@@ -114,9 +114,10 @@ class TopKTopP final : public TaskCode {
   }
 
  private:
-  // A language model's softmax: logits from the init (normal, or on a grid for ties) plus one to six
-  // heavy tokens about log(V) + 1 above the rest (on the grid too), so that a few tokens hold most of
-  // the mass and the tail the rest; exact zeros where fp32 underflows.
+  // A language model's softmax: logits from the init (normal, or on a grid for ties) plus four to twelve
+  // heavy tokens near log(V) + std^2 / 2 above the rest (on the grid too), each about as heavy as the
+  // whole tail, so that a few tokens hold most of the mass and none dominates (after truncation the top
+  // token holds about 0.6 on average); exact zeros where fp32 underflows.
   static void draw_row(std::mt19937_64& rng, const InputInit& init, int64_t vocab, float* out) {
     std::normal_distribution<double> normal(init.mean, init.std);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -124,10 +125,10 @@ class TopKTopP final : public TaskCode {
     const auto snap = [&](double x) { return grid ? std::round(x / init.quantum) * init.quantum : x; };
     std::vector<double> x(static_cast<std::size_t>(vocab));
     for (auto& v : x) v = snap(normal(rng));
-    const int heavy = 1 + static_cast<int>(unit(rng) * 6);
+    const int heavy = 4 + static_cast<int>(unit(rng) * 9);
     for (int h = 0; h < heavy; ++h) {
       const auto at = static_cast<std::size_t>(unit(rng) * static_cast<double>(vocab));
-      x[at] = snap(x[at] + std::log(static_cast<double>(vocab)) + init.std * init.std / 2 + 4.0 * unit(rng) - 1.0);
+      x[at] = snap(x[at] + std::log(static_cast<double>(vocab)) + init.std * init.std / 2 + 1.5 * unit(rng) - 1.0);
     }
     const double top = *std::max_element(x.begin(), x.end());
     double sum = 0;
