@@ -47,11 +47,11 @@ TEST(SampleTest, TheMeasuredFalseAlarmRateOfAnExactSamplerIsBelowTheStatedOne) {
   const auto d = smoke_distribution(11).truncated;
   const SampleTest test(d);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  // 3000 evaluations of 64 calls of 64 rows at a stated rate of 5%, and 3000 at 1%: the union bound and
+  // 2000 evaluations of 64 calls of 64 rows at a stated rate of 5%, and 3000 at 1%: the union bound and
   // the DKW and Bernstein bounds are conservative, so the measured rates sit below (usually far below).
   for (double alpha : {0.05, 0.01}) {
     int failed = 0;
-    const int trials = 3000;
+    const int trials = 2000;
     for (int t = 0; t < trials; ++t) failed += !test(exact_draws(d, 64, gen), alpha, 1000 + t).passed;
     const double rate = static_cast<double>(failed) / trials;
     // The measured rate's own noise: 3 standard deviations of a binomial at the stated rate.

@@ -94,7 +94,10 @@ TEST_F(TopKTopP, EveryPLiesAwayFromTheCumulativeMassesOfItsRow) {
     }
     if (w.name.find("tiny") != std::string::npos) {
       const auto d = code->distribution(inputs, scalars_for(task, w)).at("token_ids");
-      EXPECT_TRUE((d.gt(0).sum(1) == (probs == probs.max(1, true).values).sum(1)).all().item<bool>()) << w.name;
+      // Rows with p < 1 (every fifth row has p = 1, no top-p) keep the top value's tokens alone.
+      const auto filtered = top_p.lt(1);
+      EXPECT_TRUE(d.gt(0).sum(1).masked_select(filtered).equal((probs == probs.amax(1, true)).sum(1).masked_select(filtered)))
+          << w.name;
     }
   }
   EXPECT_GT(straddled, 3) << "the ties workload puts p inside tie groups' spans";
