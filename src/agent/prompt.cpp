@@ -32,6 +32,9 @@ std::string describe_init(const InputInit& init) {
 
 std::string describe_tolerance(const Tolerance& t) {
   if (t.metric == Tolerance::Metric::exact) return "exact: every element must equal the reference";
+  if (t.metric == Tolerance::Metric::sample)
+    return fmt::format("sampled: every draw must lie in the allowed set; over many calls, each with a fresh '{}', the "
+                       "draws must follow the task's distribution (and one seed must always give the same draws)", t.seed);
   return fmt::format("every element within atol * rms(reference) + rtol * |reference| (atol {:g}, rtol {:g}), "
                      "and normalized mean squared error at most {:g}", t.atol, t.rtol, t.nmse);
 }

@@ -135,6 +135,11 @@ void to_json(json& j, const WorkerRequest& value) {
            {"digest_key", value.digest_key}, {"patch_seed", value.patch_seed},
            {"patch_swaps", value.patch_swaps}, {"sample_seed", value.sample_seed},
            {"sampled_calls", value.sampled_calls}};
+  if (value.seeded_calls > 0) {
+    j["seeded_calls"] = value.seeded_calls;
+    j["seed_scalar"] = value.seed_scalar;
+    j["seed_key"] = value.seed_key;
+  }
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
@@ -153,6 +158,9 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "patch_swaps", value.patch_swaps);
   read_optional(j, "sample_seed", value.sample_seed);
   read_optional(j, "sampled_calls", value.sampled_calls);
+  read_optional(j, "seeded_calls", value.seeded_calls);
+  read_optional(j, "seed_scalar", value.seed_scalar);
+  read_optional(j, "seed_key", value.seed_key);
 }
 
 void to_json(json& j, const GuardViolation& value) {

@@ -48,6 +48,11 @@ bool is_task_name(std::string_view name) {
 const Workload* Task::find_workload(const std::string& name) const { return find_named(workloads, name); }
 const TensorSpec* Task::find_input(const std::string& name) const { return find_named(inputs, name); }
 const TensorSpec* Task::find_output(const std::string& name) const { return find_named(outputs, name); }
+const TensorSpec* Task::sampled_output() const {
+  for (const auto& output : outputs)
+    if (output.tolerance.metric == Tolerance::Metric::sample) return &output;
+  return nullptr;
+}
 
 const Tolerance* Task::tolerance_for(const std::string& name) const {
   if (auto found = compare.find(name); found != compare.end()) return &found->second;

@@ -39,7 +39,7 @@ struct InputInit {
 
 // When an output counts as correct.
 struct Tolerance {
-  enum class Metric { numeric, exact, segments };
+  enum class Metric { numeric, exact, segments, sample };
   Metric metric = Metric::numeric;
   // numeric: every element must satisfy |got - want| <= atol * rms(want) + rtol * |want|, and the
   // normalized mean squared error sum((got - want)^2) / sum(want^2) must be at most nmse.
@@ -59,6 +59,13 @@ struct Tolerance {
   std::string labels;
   std::string block;
   std::string pad;
+  // sample, for an integer output drawn at random (sample/top_k_top_p's token ids): the oracle is the
+  // distribution each element is drawn from (TaskCode::distribution, one more dimension than the output).
+  // Every call's elements must lie in that distribution's support; besides the checked call, the
+  // harness makes `calls` (a formula in the axes) more calls on the first draw, each with the int scalar
+  // `seed` set to a fresh value, and their draws must follow the distribution (reference/sample_test.hpp).
+  std::string seed;
+  std::string calls;
 };
 
 struct TensorSpec {
@@ -136,6 +143,8 @@ struct Task {
   const Workload* find_workload(const std::string& name) const;
   const TensorSpec* find_input(const std::string& name) const;
   const TensorSpec* find_output(const std::string& name) const;
+  // The output compared with metric 'sample' (at most one), or nullptr.
+  const TensorSpec* sampled_output() const;
   // The tolerance a compared tensor is held to: its [compare.<name>] table, else the output's own;
   // nullptr when neither exists.
   const Tolerance* tolerance_for(const std::string& name) const;

@@ -238,7 +238,7 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
 Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path,
                           const std::vector<std::string>& axes) {
   const toml::table& table = *table_at(source, node, path);
-  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded", "labels", "block", "pad"});
+  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded", "labels", "block", "pad", "seed", "calls"});
   Tolerance tolerance;
   if (const toml::node* metric = fields.find("metric")) {
     std::string name = as_string(source, *metric, fields.path("metric"));
@@ -246,8 +246,10 @@ Tolerance parse_tolerance(const Source& source, const toml::node& node, const st
       tolerance.metric = Tolerance::Metric::exact;
     } else if (name == "segments") {
       tolerance.metric = Tolerance::Metric::segments;
+    } else if (name == "sample") {
+      tolerance.metric = Tolerance::Metric::sample;
     } else if (name != "numeric") {
-      source.bad(*metric, fields.path("metric"), "unknown metric (known: numeric, exact, segments)");
+      source.bad(*metric, fields.path("metric"), "unknown metric (known: numeric, exact, segments, sample)");
     }
   }
   // segments: the output naming each block's segment, the block's length and the pad value; the loader
@@ -262,9 +264,23 @@ Tolerance parse_tolerance(const Source& source, const toml::node& node, const st
     if (std::string_view(key) == "labels") tolerance.labels = as_name(source, given, fields.path(key));
     else (std::string_view(key) == "block" ? tolerance.block : tolerance.pad) = as_formula(source, given, fields.path(key), axes);
   }
+  // sample: the int scalar the seeded calls set and how many of them; the loader checks that `seed` is
+  // an int scalar once every scalar is read (check_samples).
+  for (const char* key : {"seed", "calls"}) {
+    const toml::node* value = fields.find(key);
+    if (tolerance.metric != Tolerance::Metric::sample) {
+      if (value) source.bad(*value, fields.path(key), "applies to metric 'sample' only");
+      continue;
+    }
+    const toml::node& given = fields.need(key);
+    if (std::string_view(key) == "seed") tolerance.seed = as_name(source, given, fields.path(key));
+    else tolerance.calls = as_formula(source, given, fields.path(key), axes);
+  }
   std::pair<std::string_view, double*> bounds[] = {
       {"nmse", &tolerance.nmse}, {"rtol", &tolerance.rtol}, {"atol", &tolerance.atol}};
-  const char* metric_name = tolerance.metric == Tolerance::Metric::exact ? "exact" : "segments";
+  const char* metric_name = tolerance.metric == Tolerance::Metric::exact      ? "exact"
+                            : tolerance.metric == Tolerance::Metric::segments ? "segments"
+                                                                              : "sample";
   for (auto& [key, target] : bounds) {
     if (tolerance.metric != Tolerance::Metric::numeric) {
       if (const toml::node* value = fields.find(key)) {
@@ -322,6 +338,7 @@ class TaskReader {
     read_inputs(fields.need("inputs"));
     read_outputs(fields.need("outputs"));
     if (const toml::node* scalars = fields.find("scalars")) read_scalars(*scalars);
+    check_samples();
     if (const toml::node* compare = fields.find("compare")) read_compare(*compare);
     read_workloads(fields.need("workloads"));
     check_workloads();
@@ -498,6 +515,26 @@ class TaskReader {
         source_.error(output_nodes_[o], field + ".labels",
                       fmt::format("'{}' is not another 1-D integer output (the label of each block)", output.tolerance.labels));
       }
+    }
+  }
+
+  // A sampled output is an integer output, at most one per task (the seeded calls set one seed), and its
+  // seed an int scalar.
+  void check_samples() {
+    int sampled = 0;
+    for (std::size_t o = 0; o < task_.outputs.size(); ++o) {
+      const TensorSpec& output = task_.outputs[o];
+      if (output.tolerance.metric != Tolerance::Metric::sample) continue;
+      const std::string field = index_path("outputs", o) + ".tolerance";
+      if (is_floating(output.dtype))
+        source_.error(output_nodes_[o], field, fmt::format("metric 'sample' needs an integer output; '{}' is {}",
+                                                          output.name, name_of(output.dtype)));
+      if (++sampled > 1) source_.error(output_nodes_[o], field, "metric 'sample': at most one sampled output per task");
+      const auto seed = std::find_if(task_.scalars.begin(), task_.scalars.end(),
+                                     [&](const ScalarSpec& s) { return s.name == output.tolerance.seed; });
+      if (seed == task_.scalars.end() || !seed->is_int)
+        source_.error(output_nodes_[o], field + ".seed",
+                      fmt::format("'{}' is not an int scalar of the task (the seed the seeded calls set)", output.tolerance.seed));
     }
   }
 

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "core/splitmix.hpp"
+
 namespace d2k {
 namespace {
 
@@ -42,6 +44,7 @@ std::string_view name_of(Stage stage) {
     case Stage::second_draw: return "second_draw";
     case Stage::repeat: return "repeat";
     case Stage::run: return "run";
+    case Stage::seeded: return "seeded";
     case Stage::timing: return "timing";
     case Stage::verification: return "verification";
     case Stage::noop_call: return "noop_call";
@@ -54,7 +57,7 @@ std::string_view name_of(Stage stage) {
 
 std::optional<Stage> parse_stage(std::string_view name) {
   constexpr std::array all = {Stage::setup,  Stage::noop_timing, Stage::load,         Stage::workspace, Stage::prepare,
-                              Stage::second_draw, Stage::repeat, Stage::run,          Stage::timing,
+                              Stage::second_draw, Stage::repeat, Stage::run,          Stage::seeded, Stage::timing,
                               Stage::verification, Stage::noop_call, Stage::noop_timing_after, Stage::release,
                               Stage::done};
   return parse_name(name, all);
@@ -83,13 +86,18 @@ std::string_view name_of(Draw draw) {
     case Draw::second: return "second";
     case Draw::checked: return "checked";
     case Draw::timed: return "timed";
+    case Draw::seeded: return "seeded";
   }
   return "unknown";
 }
 
 std::optional<Draw> parse_draw(std::string_view name) {
-  constexpr std::array all = {Draw::second, Draw::checked, Draw::timed};
+  constexpr std::array all = {Draw::second, Draw::checked, Draw::timed, Draw::seeded};
   return parse_name(name, all);
+}
+
+uint64_t seeded_seed(uint64_t key, int64_t call) {
+  return splitmix_finalize(key + kSplitMixIncrement * static_cast<uint64_t>(call + 1)) >> 11;
 }
 
 std::string_view name_of(WorkerStatus status) {

@@ -76,6 +76,7 @@ enum class Stage {
   second_draw,   // the second draw, in the buffers the first draw takes next
   repeat,        // deterministic tasks: the second draw again, outputs poisoned between
   run,           // the checked call, on the first draw
+  seeded,        // a task with a sampled output: more calls on the first draw, each with a fresh seed
   timing,        // the timed calls, each on freshly patched inputs
   verification,  // cuda: a few more calls under a second clock (CUPTI)
   noop_call,     // the solution not called at all: outputs must not change
@@ -95,7 +96,7 @@ std::string_view name_of(ClockMark mark);
 std::optional<ClockMark> parse_clock_mark(std::string_view name);
 
 // Which call an outputs frame carries.
-enum class Draw { second, checked, timed };
+enum class Draw { second, checked, timed, seeded };
 std::string_view name_of(Draw draw);
 std::optional<Draw> parse_draw(std::string_view name);
 
@@ -156,7 +157,16 @@ struct WorkerRequest {
   int patch_swaps = 8;         // swaps per perturbable input per timed call
   uint64_t sample_seed = 0;    // which timed calls' outputs come back
   int sampled_calls = 2;       // timed calls whose outputs come back, besides the last one
+  // A task with a sampled output (metric 'sample'): after the checked call, seeded_calls more calls on
+  // the first draw, the int scalar seed_scalar set to seeded_seed(seed_key, i) in call i; each call's
+  // outputs come back (Draw::seeded) for the distribution test (reference/sample_test.hpp).
+  int seeded_calls = 0;
+  std::string seed_scalar;
+  uint64_t seed_key = 0;
 };
+
+// The seed of seeded call i: well mixed, below 2^53 (a scalar's value crosses the wire as a double).
+uint64_t seeded_seed(uint64_t key, int64_t call);
 
 // Elements from the first to one past the last addressable element: 1 + sum((shape_i - 1) * stride_i),
 // 0 when any dimension is 0, 1 for a scalar (rank 0).

@@ -8,6 +8,7 @@
 #include "core/keyed_digest.hpp"
 #include "core/metrics.hpp"
 #include "reference/check.hpp"
+#include "reference/sample_test.hpp"
 #include "reference/tensors.hpp"
 #include "timing/rotation.hpp"
 #include "timing/stats.hpp"
@@ -137,6 +138,24 @@ std::optional<Finding> no_later_failure(const WorkloadRun& run) {
   return std::nullopt;
 }
 
+// A task with a sampled output: the seeded calls (the checked call's inputs, a fresh seed each) drew values
+// in their allowed sets that, all together, follow the oracle's distribution (reference/sample_test.hpp).
+std::optional<Finding> seeded_draws_follow_the_distribution(const WorkloadRun& run) {
+  const TensorSpec* sampled = run.task.sampled_output();
+  if (sampled == nullptr || run.request.seeded_calls <= 0) return std::nullopt;
+  const auto& seeded = report_of(run).seeded;
+  if (static_cast<int>(seeded.size()) != run.request.seeded_calls)
+    return finding(Status::runtime_error, fmt::format("the worker sent the outputs of {} of the {} seeded calls",
+                                                      seeded.size(), run.request.seeded_calls));
+  std::vector<at::Tensor> draws;
+  for (const auto& call : seeded) draws.push_back(outputs_of(run.task, run.workload, call.outputs, run.device).at(sampled->name).flatten());
+  const auto& distribution = run.want.at(sampled->name);
+  const SampleTest test(distribution);
+  const auto result = test(at::stack(draws), kSampleFalseAlarm, run.request.seed_key);
+  if (result.passed) return std::nullopt;
+  return finding(Status::incorrect_numerics, fmt::format("'{}': {}", sampled->name, result.detail));
+}
+
 // Every timed call ran on freshly patched inputs; those whose outputs came back (chosen after each call,
 // and the last) must match the oracle of their own inputs: a replay of an earlier call cannot.
 std::optional<Finding> timed_calls_match_their_oracles(const WorkloadRun& run) {
@@ -203,6 +222,7 @@ constexpr Check kChecks[] = {
     second_draw_matches_its_oracle,
     repeat_is_identical,
     no_later_failure,
+    seeded_draws_follow_the_distribution,
     timed_calls_match_their_oracles,
     timed_copies_unchanged,
     timing_came_back,

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/expr.hpp"
 #include "core/keyed_digest.hpp"
 #include "core/metrics.hpp"
 #include "core/overhead.hpp"
@@ -43,7 +44,7 @@ uint64_t second_seed(uint64_t seed) { return (seed ^ 0x9E3779B97F4A7C15ULL) * 0x
 TensorMap oracle_of(const Task& task, const TaskCode& code, const TensorMap& inputs, const Scalars& scalars,
                     Device device) {
   auto placed = place_inputs(inputs, device, Precision::oracle);
-  return call_reference(task, code, placed, scalars);
+  return call_oracle(task, code, placed, scalars);
 }
 
 // The oracles of the first draw: placed once at the oracle's precision (on the GPU, the costly part for
@@ -57,13 +58,13 @@ class FirstDrawOracles {
 
   TensorMap unpatched() const {
     TensorMap inputs = copy();
-    return call_reference(task_, code_, inputs, scalars_);
+    return call_oracle(task_, code_, inputs, scalars_);
   }
 
   TensorMap operator()(int64_t call) const {
     TensorMap inputs = copy();
     apply_patch(task_, inputs, call_patch(request_.patch_seed, call, request_.inputs, request_.patch_swaps));
-    return call_reference(task_, code_, inputs, scalars_);
+    return call_oracle(task_, code_, inputs, scalars_);
   }
 
  private:
@@ -190,6 +191,11 @@ WorkerRequest request_for(const Task& task, const Workload& workload, const Buil
   request.patch_seed = random_u64();
   request.sample_seed = random_u64();
   request.sampled_calls = sampled_calls(request.outputs);
+  if (const TensorSpec* sampled = task.sampled_output()) {
+    request.seeded_calls = static_cast<int>(evaluate(sampled->tolerance.calls, workload.axes));
+    request.seed_scalar = sampled->tolerance.seed;
+    request.seed_key = random_u64();
+  }
   return request;
 }
 

@@ -8,6 +8,7 @@
 #include "core/expr.hpp"
 #include "reference/compare.hpp"
 #include "reference/compare_segments.hpp"
+#include "reference/sample_test.hpp"
 #include "reference/tensors.hpp"
 
 namespace d2k {
@@ -81,6 +82,8 @@ Verdict check(const Task& task, const TaskCode& code, const Scalars& scalars, co
       const auto axis_value = [&](const std::string& formula) { return static_cast<int64_t>(evaluate(formula, scalars.axes)); };
       verdict.comparisons.push_back(compare_segments(name, it->second, want_tensor, labels->second,
                                                      axis_value(tolerance->block), axis_value(tolerance->pad)));
+    } else if (tolerance->metric == Tolerance::Metric::sample) {
+      verdict.comparisons.push_back(compare_sample(name, it->second, want_tensor));
     } else {
       verdict.comparisons.push_back(compare(name, it->second, want_tensor, *tolerance));
     }

@@ -40,6 +40,19 @@ TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inpu
   return every_output(task, code.reference(inputs, scalars), inputs, "reference");
 }
 
+TensorMap call_oracle(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars) {
+  const TensorSpec* sampled = task.sampled_output();
+  if (sampled == nullptr) return call_reference(task, code, inputs, scalars);
+  // The distribution first: the reference may update inputs in place.
+  const TensorMap distributions = code.distribution(inputs, scalars);
+  TensorMap outputs = call_reference(task, code, inputs, scalars);
+  const auto it = distributions.find(sampled->name);
+  if (it == distributions.end())
+    fail("{}/reference.cpp: distribution() gave nothing for the sampled output '{}'", task.dir.string(), sampled->name);
+  outputs[sampled->name] = it->second;
+  return outputs;
+}
+
 TensorMap call_library(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars) {
   if (!code.has_library()) fail("{}/reference.cpp: the task has no library path", task.dir.string());
   return every_output(task, code.library(inputs, scalars), inputs, "library path");

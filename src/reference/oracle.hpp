@@ -19,6 +19,10 @@ TensorMap place_inputs(const TensorMap& inputs, Device device, Precision precisi
 // reference leaves out an output.
 TensorMap call_reference(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
 
+// The oracle: call_reference on inputs placed at Precision::oracle, with a sampled output (metric
+// 'sample') replaced by TaskCode::distribution of the same inputs.
+TensorMap call_oracle(const Task& task, const TaskCode& code, TensorMap& inputs, const Scalars& scalars);
+
 // Swaps the elements a timed call's patch names (core/call_patch.hpp) in `inputs`, tensors laid out as
 // the task says (any device and floating precision: the storage offsets are the same), in place.
 void apply_patch(const Task& task, TensorMap& inputs, const std::vector<ElementSwap>& patch);

@@ -72,6 +72,15 @@ class TaskCode {
   // others returned by name. A task that defines it overrides has_library() to return true and names
   // the path in task.toml (`library = "..."`); `d2k tasks --check` holds the two together.
   virtual bool has_library() const { return false; }
+
+  // Required for a task with a sampled output (metric 'sample'): the exact distribution each of its
+  // elements is drawn from, by output name, shaped as the output with one more dimension (the values it
+  // can take, 0..n-1), computed from `inputs` (float64 for the oracle). It replaces the reference's draw
+  // as the oracle of that output (call_oracle): a draw of the eager sampler says little about another.
+  virtual TensorMap distribution(const TensorMap& inputs, const Scalars& scalars) const {
+    fail("this task's reference code defines no distribution() for its sampled output");
+  }
+
   virtual TensorMap library(TensorMap& inputs, const Scalars& scalars) const {
     fail("this task's reference code defines no library() (its has_library() returns {})", has_library());
   }

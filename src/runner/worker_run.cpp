@@ -265,10 +265,11 @@ std::optional<std::string> build_report(const WorkerRequest& request, WorkerRepo
             report.guard_violations = fields.at("guard_violations").get<std::vector<GuardViolation>>();
           auto parts = split_outputs(frame.raw(), sizes);
           if (!parts) return fmt::format("outputs of {} bytes, not the outputs' {}", frame.raw().size(), sizes.size());
-          if (*draw == Draw::timed) {
+          if (*draw == Draw::timed || *draw == Draw::seeded) {
             const int64_t call = fields.at("call").get<int64_t>();
-            if (!first_time(fmt::format("timed {}", call))) return fmt::format("the outputs of timed call {} twice", call);
-            report.timed.push_back({call, std::move(*parts)});
+            if (!first_time(fmt::format("{} {}", name_of(*draw), call)))
+              return fmt::format("the outputs of {} call {} twice", name_of(*draw), call);
+            (*draw == Draw::timed ? report.timed : report.seeded).push_back({call, std::move(*parts)});
           } else {
             if (!first_time("outputs " + std::string(name_of(*draw))))
               return fmt::format("the {} outputs twice", name_of(*draw));

@@ -62,6 +62,7 @@ struct WorkerReport {
   std::vector<GuardViolation> guard_violations;
   std::optional<std::vector<std::string_view>> second, checked;  // outputs, in request order
   std::vector<TimedOutputs> timed;
+  std::vector<TimedOutputs> seeded;  // the seeded calls' outputs (a task with a sampled output), by call
   std::map<std::string, std::vector<uint64_t>, std::less<>> digests;  // by what they cover
   std::optional<TimingReport> timing;
   // The outside clock: the orchestrator's seconds between the worker's clock marks, and the worker's CPU

@@ -1,5 +1,7 @@
 #include "worker/request.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "d2k/solution.h"
@@ -37,6 +39,11 @@ void check_request(const WorkerRequest& request) {
     if (input->dtype != output.dtype || input->shape != output.shape || input->strides != output.strides) {
       fail("in-place output '{}' differs from its input in dtype, shape or strides", output.name);
     }
+  }
+  if (request.seeded_calls > 0) {
+    const auto is_seed = [&](const WireScalar& s) { return s.name == request.seed_scalar && s.is_int; };
+    if (std::none_of(request.scalars.begin(), request.scalars.end(), is_seed))
+      fail("the seeded calls' seed '{}' is not an int scalar of the request", request.seed_scalar);
   }
 }
 

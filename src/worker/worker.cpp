@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -124,6 +125,7 @@ class Evaluation {
   void prepare();
   void second_draw();
   void checked_call();
+  void seeded_calls();
   void timing();
   void verification(TimingReport& report);
   void noop_call();
@@ -273,6 +275,7 @@ void Evaluation::run() {
     if (request_.second_draw) second_draw();
     stage(Stage::run);
     checked_call();
+    if (request_.seeded_calls > 0) seeded_calls();
     if (request_.time) {
       timing();
       stage(Stage::noop_call);
@@ -411,6 +414,24 @@ void Evaluation::checked_call() {
   call_solution(Stage::run, "d2k_run", [&] { return library_.run(&call_); });
   send_outputs(Draw::checked, output_buffers());
   send_input_digests(kDigestInputsChecked);
+}
+
+// A task with a sampled output: more calls on the checked call's inputs (still in its buffers), each with
+// the seed scalar set afresh, outputs poisoned before and sent right after each; the orchestrator tests
+// their draws against the distribution (reference/sample_test.hpp). The seed is restored after.
+void Evaluation::seeded_calls() {
+  stage(Stage::seeded);
+  auto seed = std::find_if(scalars_.begin(), scalars_.end(),
+                           [&](const d2k_scalar& s) { return request_.seed_scalar == s.name; });
+  const int64_t kept = seed->i;
+  for (int call = 0; call < request_.seeded_calls; ++call) {
+    seed->i = static_cast<int64_t>(seeded_seed(request_.seed_key, call));
+    poison_outputs();
+    call_solution(Stage::seeded, "d2k_run", [&] { return library_.run(&call_); });
+    send_outputs(Draw::seeded, output_buffers(), call);
+  }
+  seed->i = kept;
+  check_guards();
 }
 
 void Evaluation::timing() {
@@ -582,8 +603,9 @@ void Evaluation::after_call(Stage stage, const char* entry) {
   // The timed calls' copies (up to 64 sets of every tensor, 128 KB of guards each) are not the call's
   // buffers before the timing: their guards are read after the timed calls and at a failure, where a
   // write into them, from any stage, shows. Reading them after every call cost 30-40 ms a step on the
-  // H200 (hundreds of small device-to-host copies) and 15 ms on the cpu device.
-  if (stage != Stage::timing && stage != Stage::verification) check_guards(false);
+  // H200 (hundreds of small device-to-host copies) and 15 ms on the cpu device. The timed and seeded
+  // calls check every guard once after their loop (a guard written stays written).
+  if (stage != Stage::timing && stage != Stage::verification && stage != Stage::seeded) check_guards(false);
   if (auto threads = leftover_threads(threads_before_, entry)) rejected(stage, *threads);
   if (auto library = forbidden_library_loaded()) rejected(stage, *library);
 #ifdef D2K_WITH_CUDA

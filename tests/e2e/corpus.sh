@@ -134,6 +134,13 @@ caught "$corpus/wrong_decode_pages_contiguous.cpp" attn/decode_paged_gqa llama3-
 caught "$corpus/wrong_align_pads_with_token_count.cpp" moe/align_block_size qwen3-30b-T37 incorrect_numerics "'sorted_token_ids': entry 37 appears"
 caught "$corpus/wrong_grouped_topk_weights_from_biased_scores.cpp" moe/grouped_topk deepseek-v3-T37 incorrect_numerics "'weights'"
 caught "$corpus/wrong_cross_entropy_ignored_rows_counted.cpp" loss/cross_entropy llama3-8b-N37-V1000 incorrect_numerics "'logits'"
+# samplers (issue 12): the `sample` check kind's support check and distribution test, and the repeat
+sampler=sample/top_k_top_p
+caught "$corpus/wrong_sampler_untruncated.cpp" $sampler smoke-B64-V515 incorrect_numerics "outside its allowed set"
+caught "$corpus/wrong_sampler_ignores_seed.cpp" $sampler smoke-B64-V515 incorrect_numerics "ignore the seed"
+caught "$corpus/wrong_sampler_argmax.cpp" $sampler smoke-B64-V515 incorrect_numerics "do not follow the distribution"
+caught "$corpus/wrong_sampler_biased_argmax.cpp" $sampler smoke-B64-V515 incorrect_numerics "a bias toward the argmax"
+caught "$corpus/wrong_sampler_call_counter.cpp" $sampler smoke-B64-V515 rejected "changed between two runs on the same inputs"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
