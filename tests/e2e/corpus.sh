@@ -132,6 +132,7 @@ caught "$corpus/wrong_merge_plus_inf_kept.cpp" attn/merge_states llama3-8b-N37-e
 caught "$corpus/wrong_align_pads_with_token_count.cpp" moe/align_block_size qwen3-30b-T37 incorrect_numerics "'sorted_token_ids': entry 37 appears"
 caught "$corpus/wrong_grouped_topk_weights_from_biased_scores.cpp" moe/grouped_topk deepseek-v3-T37 incorrect_numerics "'weights'"
 caught "$corpus/wrong_cross_entropy_ignored_rows_counted.cpp" loss/cross_entropy llama3-8b-N37-V1000 incorrect_numerics "'logits'"
+caught "$corpus/wrong_int8_gemm_bf16_scales.cpp" quant/int8_gemm llama3-8b-o-M19-N136 incorrect_numerics "'d'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
