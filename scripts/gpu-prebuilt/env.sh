@@ -3,3 +3,5 @@ export D2K_ROOT=$PWD D2K_CACHE_DIR=/tmp/d2kc
 TL=$(python3 -c "import torch,os;print(os.path.dirname(torch.__file__))")/lib
 export LD_LIBRARY_PATH=$PWD/.gpu:$TL:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mkdir -p build/src; cp .gpu/d2k-worker .gpu/d2k-sandbox build/src/
+# The CUTLASS headers cuda solutions include, from the wheel gpu-pack carried (no registry here).
+bash .gpu/install-cutlass --from .gpu >&2

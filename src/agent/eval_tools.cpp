@@ -60,6 +60,7 @@ ToolOutcome ToolBox::compile(const json&) {
   options.device = env_.environment->device;
   options.cache_dir = env_.environment->build_cache;
   options.abi_include_dir = env_.environment->root / "include";
+  options.cutlass_include_dir = cutlass_include_dir(env_.environment->root);
   options.timeout_seconds = env_.eval->build_timeout_seconds;
   // The evaluator's sandbox: outside it a solution could #include any host file (the task's task.toml
   // names the hidden workloads) and read it back in the compiler's log.

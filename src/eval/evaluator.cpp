@@ -259,6 +259,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   build_options.device = environment_.device;
   build_options.cache_dir = environment_.build_cache;
   build_options.abi_include_dir = environment_.root / "include";
+  build_options.cutlass_include_dir = cutlass_include_dir(environment_.root);
   build_options.timeout_seconds = settings_.build_timeout_seconds;
   build_options.sandbox = environment_.sandbox;
   if (observer_) observer_->building(task, solution);

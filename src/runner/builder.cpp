@@ -28,6 +28,7 @@ namespace {
 // Placeholders in the command template: the cache key must not depend on where the checkout or the
 // cache lives, only on what is compiled and how.
 constexpr std::string_view kAbiDir = "{abi_include_dir}";
+constexpr std::string_view kCutlassDir = "{cutlass_include_dir}";
 
 std::string read_file(const fs::path& path) {
   auto bytes = file_bytes(path);
@@ -64,6 +65,9 @@ std::vector<std::string> command_template(const Solution& solution, const BuildO
     argv = {options.cxx, "-O2", "-std=c++17", "-shared", "-fPIC"};
   }
   argv.push_back(fmt::format("-I{}", kAbiDir));
+  // -isystem: CUTLASS's own warnings are not the solution's.
+  if (solution.language == Language::cuda && !options.cutlass_include_dir.empty())
+    argv.insert(argv.end(), {"-isystem", std::string(kCutlassDir)});
   for (const auto& source : solution.sources) argv.push_back(source.filename().string());
   argv.insert(argv.end(), {"-o", "../solution.so"});
   return argv;
@@ -74,6 +78,7 @@ std::vector<std::string> concrete(std::vector<std::string> argv, const BuildOpti
     if (auto at = arg.find(kAbiDir); at != std::string::npos) {
       arg.replace(at, kAbiDir.size(), options.abi_include_dir.string());
     }
+    if (arg == kCutlassDir) arg = options.cutlass_include_dir.string();
   }
   return argv;
 }
@@ -126,6 +131,16 @@ fs::path make_temp_dir(const fs::path& cache_dir, const std::string& hash) {
 }  // namespace
 
 std::string_view name_of(Language language) { return language == Language::cuda ? "cuda" : "cpp"; }
+
+fs::path cutlass_include_dir(const fs::path& root) {
+  const char* chosen = std::getenv("D2K_CUTLASS_DIR");
+  fs::path dir = chosen && *chosen ? fs::path(chosen) : root / ".deps" / "cutlass" / "include";
+  std::error_code error;
+  if (!fs::is_directory(dir / "cute", error) || !fs::is_directory(dir / "cutlass", error)) return {};
+  // The real path: the sandbox binds what the compiler is told to read.
+  fs::path real = fs::canonical(dir, error);
+  return error ? fs::path() : real;
+}
 
 Solution load_solution(const fs::path& path) {
   std::error_code error;
@@ -199,6 +214,12 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   add_field(hash, "abi", read_file(abi_header));
   add_field(hash, "command", shell_line(argv));
   add_field(hash, "compiler", version);
+  // The command names the CUTLASS folder by placeholder: its release must change the key.
+  if (solution.language == Language::cuda && !options.cutlass_include_dir.empty()) {
+    fs::path version_h = options.cutlass_include_dir / "cutlass" / "version.h";
+    if (!fs::is_regular_file(version_h)) fail("the CUTLASS headers {} have no cutlass/version.h", options.cutlass_include_dir.string());
+    add_field(hash, "cutlass", read_file(version_h));
+  }
   // A build that read what a sandbox would have refused (a host file) must not be reused by one
   // that runs sandboxed.
   if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
@@ -232,7 +253,8 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   spec.cwd = temp / "src";
   spec.timeout_seconds = options.timeout_seconds;
   if (options.sandbox)
-    spec.sandbox = build_sandbox(*options.sandbox, compiler, options.abi_include_dir, temp, options.timeout_seconds);
+    spec.sandbox = build_sandbox(*options.sandbox, compiler, options.abi_include_dir, temp, options.timeout_seconds,
+                                 solution.language == Language::cuda ? options.cutlass_include_dir : fs::path());
   ProcessResult compile = run_process(spec);
   // Only a compiler that ran to its end says something stable about the sources; a timeout, a kill
   // or a missing compiler may not repeat, so they are not cached.

@@ -34,6 +34,10 @@ struct BuildOptions {
   Device device = Device::cuda;
   std::filesystem::path cache_dir;
   std::filesystem::path abi_include_dir;  // holds d2k/solution.h
+  // The pinned CUTLASS/CuTe headers (holds cute/ and cutlass/; cutlass_include_dir() finds them): cuda
+  // solutions see them as a system include, read-only in the sandbox. Empty: none. Headers only; nothing
+  // is linked.
+  std::filesystem::path cutlass_include_dir;
   std::string nvcc = "nvcc";
   std::string cxx = "c++";
   std::string cuda_arch = "sm_90a";
@@ -42,6 +46,10 @@ struct BuildOptions {
   // Unset: no sandbox and the full environment, for callers that compile trusted code.
   std::optional<Sandbox> sandbox;
 };
+
+// Where the CUTLASS headers scripts/setup installs are for the d2k tree `root`: $D2K_CUTLASS_DIR when set,
+// else <root>/.deps/cutlass/include; empty when that folder holds no cute/ and cutlass/ (not installed).
+std::filesystem::path cutlass_include_dir(const std::filesystem::path& root);
 
 struct BuildResult {
   bool ok = false;

@@ -54,9 +54,11 @@ std::optional<SandboxMode> parse_sandbox_mode(std::string_view text) {
 }
 
 Sandbox build_sandbox(const Sandbox& base, const fs::path& compiler, const fs::path& abi_include_dir,
-                      const fs::path& build_dir, double timeout_seconds) {
+                      const fs::path& build_dir, double timeout_seconds, const fs::path& cutlass_include_dir) {
   Sandbox sandbox = base;
   sandbox.read.push_back(abi_include_dir);
+  // Its real path: a symlinked install must not widen what is readable to the link's whole target tree.
+  if (!cutlass_include_dir.empty()) sandbox.read.push_back(canonical_or_same(cutlass_include_dir));
   // A toolkit installed outside /usr (e.g. /opt/cuda): its whole prefix, bin/ and its neighbours.
   fs::path found = compiler;
   if (!compiler.is_absolute() && compiler.string().find('/') == std::string::npos) {

@@ -34,10 +34,11 @@ struct Sandbox {
   bool namespaces = true;                    // false: Landlock and seccomp alone (tests that path)
 };
 
-// A solution's build: reads the toolchain, the ABI headers and its sources, writes its build folder.
+// A solution's build: reads the toolchain, the ABI headers, the CUTLASS headers (when not empty) and its
+// sources, writes its build folder.
 Sandbox build_sandbox(const Sandbox& base, const std::filesystem::path& compiler,
                       const std::filesystem::path& abi_include_dir, const std::filesystem::path& build_dir,
-                      double timeout_seconds);
+                      double timeout_seconds, const std::filesystem::path& cutlass_include_dir = {});
 // A worker: reads the worker and the solution library, writes its request folder; no address-space
 // limit (the CUDA driver reserves huge virtual ranges).
 Sandbox worker_sandbox(const Sandbox& base, const std::filesystem::path& worker, const std::filesystem::path& library,

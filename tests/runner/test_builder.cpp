@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -174,4 +175,39 @@ TEST_F(Builder, AMissingCompilerIsAFailureThatIsNotCached) {
   EXPECT_FALSE(result.ok);
   EXPECT_NE(result.log.find("d2k-no-such-compiler"), std::string::npos) << result.log;
   EXPECT_FALSE(fs::exists(options_.cache_dir / result.hash));
+}
+
+// The CUTLASS headers: a cuda solution's command names them as a system include, a cpp solution's does not,
+// and their release is part of the cache key (a compiler that is missing still gives the key).
+TEST_F(Builder, ACudaSolutionSeesTheCutlassHeadersAndTheirReleaseIsInTheKey) {
+  write("cutlass/include/cute/layout.hpp", "");
+  write("cutlass/include/cutlass/version.h", "#define CUTLASS_MINOR 2\n");
+  options_.cutlass_include_dir = root_ / "cutlass/include";
+  write("gpu/kernel.cu", "__global__ void k() {}\n");
+  write("cpp/run.cpp", "int x;\n");
+  options_.device = Device::cuda;
+  options_.nvcc = "d2k-no-such-compiler";
+  BuildResult cuda = build_solution(load_solution(root_ / "gpu"), options_);
+  EXPECT_NE(cuda.command.find("-isystem " + (root_ / "cutlass/include").string()), std::string::npos) << cuda.command;
+  write("cutlass/include/cutlass/version.h", "#define CUTLASS_MINOR 3\n");
+  EXPECT_NE(build_solution(load_solution(root_ / "gpu"), options_).hash, cuda.hash);
+
+  options_.device = Device::cpu;
+  BuildResult cpp = build_solution(load_solution(root_ / "cpp"), options_);
+  EXPECT_TRUE(cpp.ok) << cpp.log;
+  EXPECT_EQ(cpp.command.find("cutlass"), std::string::npos) << cpp.command;
+}
+
+TEST_F(Builder, FindsTheCutlassHeadersOnlyWhereInstalled) {
+  ::unsetenv("D2K_CUTLASS_DIR");
+  EXPECT_EQ(cutlass_include_dir(root_), fs::path());
+  write(".deps/cutlass/include/cute/layout.hpp", "");
+  EXPECT_EQ(cutlass_include_dir(root_), fs::path());  // cute/ without cutlass/: not an install
+  write(".deps/cutlass/include/cutlass/version.h", "");
+  EXPECT_EQ(cutlass_include_dir(root_), fs::canonical(root_ / ".deps/cutlass/include"));
+  write("elsewhere/cute/layout.hpp", "");
+  write("elsewhere/cutlass/version.h", "");
+  ::setenv("D2K_CUTLASS_DIR", (root_ / "elsewhere").c_str(), 1);
+  EXPECT_EQ(cutlass_include_dir(root_), fs::canonical(root_ / "elsewhere"));
+  ::unsetenv("D2K_CUTLASS_DIR");
 }

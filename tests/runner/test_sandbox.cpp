@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -283,6 +284,31 @@ TEST_P(SandboxTest, MemoryIsLimited) {
   EXPECT_FALSE(result.ok()) << result.output;
 }
 
+// A build reads the CUTLASS headers (they may sit outside /usr, e.g. in the checkout's .deps) and nothing
+// beside them, and cannot change them.
+TEST_P(SandboxTest, ABuildReadsTheCutlassHeadersButCannotWriteThem) {
+  const auto token = random_token();
+  const fs::path headers = outside_ / "cutlass" / "include";
+  fs::create_directories(headers / "cutlass");
+  { std::ofstream(headers / "cutlass" / "version.h") << token << '\n'; }
+  { std::ofstream(outside_ / "secret.txt") << token << "-beside\n"; }
+  Sandbox base;
+  base.mode = SandboxMode::strict;
+  base.launcher = D2K_SANDBOX_PATH;
+  base.namespaces = GetParam();
+  const Sandbox box = d2k::build_sandbox(base, "sh", fs::path(D2K_ROOT_DIR) / "include", workspace_, 20, headers);
+  const std::string version = (headers / "cutlass" / "version.h").string();
+  auto read = sh("cat " + version, box);
+  EXPECT_TRUE(read.ok()) << read.describe() << "\n" << read.output;
+  EXPECT_NE(read.output.find(token), std::string::npos) << read.output;
+  auto beside = sh("cat " + (outside_ / "secret.txt").string(), box);
+  EXPECT_EQ(beside.output.find(token + "-beside"), std::string::npos) << beside.output;
+  auto write = sh("echo changed > " + version + "; echo new > " + (headers / "new.h").string(), box);
+  EXPECT_FALSE(write.ok()) << write.output;
+  EXPECT_NE(read_text(headers / "cutlass" / "version.h").find(token), std::string::npos);
+  EXPECT_FALSE(fs::exists(headers / "new.h"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, SandboxTest, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& info) { return info.param ? "Namespaces" : "Landlock"; });
 
@@ -341,6 +367,47 @@ TEST_P(SandboxedBuild, AnHonestSolutionBuilds) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, SandboxedBuild, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& info) { return info.param ? "Namespaces" : "Landlock"; });
+
+// The pinned CUTLASS that scripts/setup installs, for real: a cuda solution including CuTe and CUTLASS
+// compiles for sm_90a in the strict sandbox. Needs nvcc and the install, not a GPU.
+TEST(SandboxedCudaBuild, ASolutionIncludingCuteCompilesForSm90a) {
+  const fs::path headers = d2k::cutlass_include_dir(D2K_ROOT_DIR);
+  if (headers.empty()) GTEST_SKIP() << "no CUTLASS headers in " D2K_ROOT_DIR "/.deps/cutlass/include: run scripts/install-cutlass";
+  if (std::system("nvcc --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no nvcc on PATH: cannot compile a cuda solution here";
+  const fs::path dir = fresh_dir("cute");
+  const fs::path source = dir / "cute_kernel.cu";
+  {
+    std::ofstream(source) << R"(#include <cute/layout.hpp>
+#include <cutlass/numeric_types.h>
+#include <cutlass/version.h>
+#include "d2k/solution.h"
+static_assert(CUTLASS_MAJOR == 4 && CUTLASS_MINOR == 2, "scripts/install-cutlass pins CUTLASS 4.2");
+__global__ void fill(cutlass::bfloat16_t* out) {
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}, cute::Int<8>{}), cute::LayoutRight{});
+  out[layout(threadIdx.x % 4, threadIdx.x / 4)] = cutlass::bfloat16_t(float(threadIdx.x));
+}
+extern "C" int d2k_run(const d2k_call* call) {
+  fill<<<1, 32, 0, static_cast<cudaStream_t>(call->stream)>>>(static_cast<cutlass::bfloat16_t*>(call->outputs[0].data));
+  return 0;
+}
+)";
+  }
+  d2k::BuildOptions options;
+  options.device = d2k::Device::cuda;
+  options.cache_dir = dir / "cache";
+  options.abi_include_dir = fs::path(D2K_ROOT_DIR) / "include";
+  options.cutlass_include_dir = headers;
+  options.timeout_seconds = 300;
+  Sandbox box;
+  box.mode = SandboxMode::strict;
+  box.launcher = D2K_SANDBOX_PATH;
+  options.sandbox = box;
+  auto result = d2k::build_solution(d2k::load_solution(source), options);
+  EXPECT_TRUE(result.ok) << result.command << "\n" << result.log;
+  EXPECT_NE(result.command.find("-gencode=arch=compute_90a,code=sm_90a"), std::string::npos) << result.command;
+  EXPECT_NE(result.command.find("-isystem " + headers.string()), std::string::npos) << result.command;
+  fs::remove_all(dir);
+}
 
 }  // namespace
 
