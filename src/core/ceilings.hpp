@@ -23,6 +23,12 @@ struct Ceilings {
   std::string fp8_config;
   std::string int8_config;
   std::string measured_at;            // ISO 8601, UTC
+  // What bounds the matrix rates from above, read off the device rather than measured: its SM count,
+  // its highest SM clock and its compute capability (major * 10 + minor). 0 where unknown (the cpu
+  // device, a cache from before they were recorded).
+  int sm_count = 0;
+  int sm_max_mhz = 0;
+  int compute_capability = 0;
 
   // The fastest the memory was measured to move bytes, copying or reading (1e9 bytes per second): the
   // denominator of a task's minimum bytes. A copy shares the bus between reads and writes; a kernel that
@@ -32,6 +38,13 @@ struct Ceilings {
   // The rate a task's FLOPs run at (Task::flops_dtype: bf16, f8e4m3 or i8), in 1e12 per second; none
   // when not measured.
   std::optional<double> matrix_rate(DType flops_dtype) const;
+
+  // The most the device's tensor cores can do for `flops_dtype` at their highest clock, in 1e12 per
+  // second: dense operations per SM per clock (per architecture, from the instruction rates) x SMs x
+  // the highest SM clock. None where the architecture's rate is not known here. The measured rate is a
+  // library product run back to back, whose clock power limits hold down; a shorter kernel, or one
+  // scheduled better, can beat it, never this.
+  std::optional<double> matrix_bound(DType flops_dtype) const;
 };
 
 }  // namespace d2k

@@ -249,6 +249,9 @@ void to_json(json& j, const Ceilings& value) {
            {"int8_tops", value.int8_tops ? json(*value.int8_tops) : json(nullptr)},
            {"fp8_config", value.fp8_config},
            {"int8_config", value.int8_config},
+           {"sm_count", value.sm_count},
+           {"sm_max_mhz", value.sm_max_mhz},
+           {"compute_capability", value.compute_capability},
            {"measured_at", value.measured_at}};
 }
 void from_json(const json& j, Ceilings& value) {
@@ -274,6 +277,10 @@ void from_json(const json& j, Ceilings& value) {
   read_optional(j, "fp8_config", value.fp8_config);
   read_optional(j, "int8_config", value.int8_config);
   read_optional(j, "measured_at", value.measured_at);
+  // Unknown (0) in a cache from before they were recorded: the matrix bound is then unknown too.
+  read_optional(j, "sm_count", value.sm_count);
+  read_optional(j, "sm_max_mhz", value.sm_max_mhz);
+  read_optional(j, "compute_capability", value.compute_capability);
 }
 
 // Traces

@@ -13,9 +13,32 @@ double memory_floor_ms(double min_bytes, const Ceilings& ceiling) {
   return gbps > 0 ? min_bytes / (gbps * 1e9) * 1e3 : 0.0;
 }
 
-double compute_floor_ms(double flops, const Ceilings& ceiling, DType flops_dtype) {
-  const auto rate = ceiling.matrix_rate(flops_dtype);
+// The matrix rate a floor divides by: the measured one, or the device's bound (the measured one where
+// the bound is not known).
+std::optional<double> floor_rate(const Ceilings& ceiling, DType flops_dtype, FloorRate which) {
+  if (which == FloorRate::bound)
+    if (auto bound = ceiling.matrix_bound(flops_dtype)) return bound;
+  return ceiling.matrix_rate(flops_dtype);
+}
+
+double compute_floor_ms(double flops, const Ceilings& ceiling, DType flops_dtype, FloorRate which) {
+  const auto rate = floor_rate(ceiling, flops_dtype, which);
   return rate && *rate > 0 ? flops / (*rate * 1e12) * 1e3 : 0.0;
+}
+
+// Dense tensor-core operations per SM per clock, by compute capability (major * 10 + minor) and the
+// dtype of the FLOPs: the instruction rates of the architecture. A100 (80): 1024 bf16 FMAs, twice that
+// many int8 products, no fp8. Hopper (90): twice A100's bf16 rate, fp8 and int8 twice bf16's; with
+// H100 SXM's 132 SMs at 1830 MHz these give its datasheet's 989 and 1979 dense TFLOP/s.
+std::optional<double> ops_per_sm_clock(int compute_capability, DType flops_dtype) {
+  const bool eight_bit = flops_dtype == DType::f8e4m3 || flops_dtype == DType::i8;
+  switch (compute_capability) {
+    case 80:
+      if (flops_dtype == DType::f8e4m3) return std::nullopt;
+      return eight_bit ? 4096.0 : 2048.0;
+    case 90: return eight_bit ? 8192.0 : 4096.0;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -30,20 +53,31 @@ std::optional<double> Ceilings::matrix_rate(DType flops_dtype) const {
   }
 }
 
+std::optional<double> Ceilings::matrix_bound(DType flops_dtype) const {
+  if (sm_count <= 0 || sm_max_mhz <= 0) return std::nullopt;
+  const auto per_clock = ops_per_sm_clock(compute_capability, flops_dtype);
+  if (!per_clock) return std::nullopt;
+  return *per_clock * sm_count * sm_max_mhz * 1e6 / 1e12;
+}
+
 double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype) {
-  return std::max(memory_floor_ms(min_bytes, ceiling), compute_floor_ms(flops, ceiling, flops_dtype));
+  return std::max(memory_floor_ms(min_bytes, ceiling),
+                  compute_floor_ms(flops, ceiling, flops_dtype, FloorRate::measured));
 }
 
 std::optional<std::string> below_floor(double median_ms, double fraction, double flops, double min_bytes,
-                                       const Ceilings& ceiling, DType flops_dtype) {
+                                       const Ceilings& ceiling, DType flops_dtype, FloorRate which) {
   const double memory_ms = memory_floor_ms(min_bytes, ceiling);
-  const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype);
+  const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype, which);
   const double floor = std::max(memory_ms, compute_ms);
   if (floor <= 0 || median_ms >= fraction * floor) return std::nullopt;
   const std::string why =
       memory_ms >= compute_ms
           ? fmt::format("{:.4g} MB at the measured memory bandwidth of {:.4g} GB/s ({})", min_bytes / 1e6,
                         ceiling.memory_gbps(), ceiling.read_gbps > ceiling.copy_gbps ? "reading" : "copying")
+      : which == FloorRate::bound && ceiling.matrix_bound(flops_dtype)
+          ? fmt::format("{:.4g} GFLOP at the device's {} bound of {:.4g} TFLOP/s: {} SMs at {} MHz", flops / 1e9,
+                        name_of(flops_dtype), *ceiling.matrix_bound(flops_dtype), ceiling.sm_count, ceiling.sm_max_mhz)
           : fmt::format("{:.4g} GFLOP at the measured {} rate of {:.4g} TFLOP/s", flops / 1e9, name_of(flops_dtype),
                         *ceiling.matrix_rate(flops_dtype));
   return fmt::format("median time {:.4g} ms is {:.0f}% of the speed-of-light floor of {:.4g} ms ({})", median_ms,

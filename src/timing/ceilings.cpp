@@ -166,9 +166,15 @@ Ceilings measure_cuda() {
     ceilings.copy_gbps = copy_gbps(kCudaCopyBytes, ms);
     // The read rate over the same source: a grid that fills the SMs once, and one of several waves; the
     // faster counts.
-    int device = 0, sms = 0;
+    int device = 0, sms = 0, clock_khz = 0, major = 0, minor = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    ceilings.sm_count = sms;
+    ceilings.sm_max_mhz = clock_khz / 1000;
+    ceilings.compute_capability = major * 10 + minor;
     DeviceBuffer sink(sizeof(unsigned));
     for (const int blocks : {4 * sms, 32 * sms}) {
       ms = median_ms(stream.get(), kCopySamples, [&] {
@@ -238,6 +244,10 @@ std::optional<Ceilings> read_cache(const fs::path& file) {
     // Nor one from before the read rate was measured: its floors sat above kernels that read much more
     // than they write.
     if (!cached.contains("read_gbps")) return std::nullopt;
+    // Nor a GPU's from before the matrix bound's inputs were recorded: without them a kernel faster than
+    // the measured matrix rate is held to it (a false alarm on the fastest GEMMs).
+    const bool gpu = cached.contains("bf16_tflops") && !cached.at("bf16_tflops").is_null();
+    if (gpu && !cached.contains("sm_max_mhz")) return std::nullopt;
     return cached.get<Ceilings>();
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is measured again, not trusted
@@ -281,6 +291,10 @@ Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh,
     if (ceilings.fp8_tflops) *progress << fmt::format(", fp8 {:.0f} TFLOP/s", *ceilings.fp8_tflops);
     if (ceilings.int8_tops) *progress << fmt::format(", int8 {:.0f} TOPS", *ceilings.int8_tops);
     *progress << fmt::format("; cached in {}\n", file.string());
+    if (ceilings.sm_count > 0)
+      *progress << fmt::format("  bounds: {} SMs at up to {} MHz, sm_{}{}\n", ceilings.sm_count, ceilings.sm_max_mhz,
+                               ceilings.compute_capability,
+                               ceilings.matrix_bound(DType::bf16) ? "" : " (matrix rate per clock unknown: no bound)");
     if (!ceilings.fp8_config.empty()) *progress << fmt::format("  fp8 as {}\n", ceilings.fp8_config);
     if (!ceilings.int8_config.empty()) *progress << fmt::format("  int8 as {}\n", ceilings.int8_config);
   }

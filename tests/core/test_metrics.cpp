@@ -90,6 +90,54 @@ TEST(Metrics, BelowFloorSaysHowFarBelowWithTheNumbers) {
   EXPECT_FALSE(below_floor(1e-9, 1.0, 1e12, 1e9, Ceilings{}).has_value());
 }
 
+TEST(Metrics, TheMatrixBoundIsTheTensorCoresAtTheHighestClock) {
+  Ceilings h200{.copy_gbps = 4207.0, .bf16_tflops = 780.0, .fp8_tflops = 1494.0, .int8_tops = 1484.0};
+  // Unknown until the device says its SMs, clock and architecture.
+  EXPECT_FALSE(h200.matrix_bound(DType::i8).has_value());
+  h200.sm_count = 132;
+  h200.sm_max_mhz = 1980;
+  h200.compute_capability = 90;
+  // 132 SMs x 1980 MHz x 4096 (bf16) or 8192 (fp8, int8) per SM per clock.
+  EXPECT_NEAR(*h200.matrix_bound(DType::bf16), 1070.530560, 1e-6);
+  EXPECT_NEAR(*h200.matrix_bound(DType::f8e4m3), 2141.061120, 1e-6);
+  EXPECT_NEAR(*h200.matrix_bound(DType::i8), 2141.061120, 1e-6);
+  // At H100 SXM's 1830 MHz the same rates are its datasheet's dense 989 and 1979.
+  Ceilings h100 = h200;
+  h100.sm_max_mhz = 1830;
+  EXPECT_NEAR(*h100.matrix_bound(DType::bf16), 989.4, 0.1);
+  EXPECT_NEAR(*h100.matrix_bound(DType::i8), 1978.9, 0.1);
+  // A100 (108 SMs at 1410 MHz): 312 dense bf16, 624 int8, no fp8 tensor cores.
+  const Ceilings a100{.sm_count = 108, .sm_max_mhz = 1410, .compute_capability = 80};
+  EXPECT_NEAR(*a100.matrix_bound(DType::bf16), 311.9, 0.1);
+  EXPECT_NEAR(*a100.matrix_bound(DType::i8), 623.8, 0.1);
+  EXPECT_FALSE(a100.matrix_bound(DType::f8e4m3).has_value());
+  // An architecture whose rates are not written down here has no bound.
+  Ceilings other = h200;
+  other.compute_capability = 120;
+  EXPECT_FALSE(other.matrix_bound(DType::bf16).has_value());
+}
+
+TEST(Metrics, AFloorAtTheBoundLetsAKernelBeatTheMeasuredMatrixRate) {
+  const Ceilings h200{.copy_gbps = 4207.0, .bf16_tflops = 780.0, .int8_tops = 1490.0, .sm_count = 132,
+                      .sm_max_mhz = 1980, .compute_capability = 90};
+  // quant/int8_gemm at M 2000 N 28672 K 4096 (469.8 GOP) in 0.3088 ms, measured on the H200: 1521 TOP/s,
+  // 2% over the measured int8 rate, 71% of the bound.
+  const double ops = 2.0 * 2000 * 28672 * 4096, bytes = 2000.0 * 4096 + 28672.0 * 4096 + 2000.0 * 28672 * 2;
+  EXPECT_TRUE(below_floor(0.3088, 1.0, ops, bytes, h200, DType::i8).has_value());
+  EXPECT_FALSE(below_floor(0.3088, 1.0, ops, bytes, h200, DType::i8, FloorRate::bound).has_value());
+  const double bound_floor = ops / 2141.06112e12 * 1e3;
+  const auto why = below_floor(0.9 * bound_floor, 1.0, ops, bytes, h200, DType::i8, FloorRate::bound);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("at the device's i8 bound of 2141 TFLOP/s: 132 SMs at 1980 MHz"), std::string::npos) << *why;
+  // Memory-bound: the bound changes nothing.
+  const double copy_floor = 1e9 / 4207e9 * 1e3;
+  EXPECT_TRUE(below_floor(0.99 * copy_floor, 1.0, 1e6, 1e9, h200, DType::bf16, FloorRate::bound).has_value());
+  // Without a bound the measured rate stands in for it.
+  Ceilings unknown = h200;
+  unknown.compute_capability = 0;
+  EXPECT_TRUE(below_floor(0.3088, 1.0, ops, bytes, unknown, DType::i8, FloorRate::bound).has_value());
+}
+
 TEST(Metrics, Geomean) {
   EXPECT_FALSE(geomean({}).has_value());
   EXPECT_NEAR(*geomean({2.0, 8.0}), 4.0, 1e-12);
