@@ -37,6 +37,22 @@ target_include_directories(d2k_torch SYSTEM INTERFACE
 target_compile_definitions(d2k_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=1 FMT_HEADER_ONLY=1)
 target_link_libraries(d2k_torch INTERFACE
   "${D2K_TORCH_DIR}/lib/libtorch_cpu.so" "${D2K_TORCH_DIR}/lib/libc10.so")
+# ATen's at::parallel_for is a template in its headers: compiled without -fopenmp, its `#pragma omp parallel`
+# is dropped and every at::parallel_for of ours (the inputs' drawing, the comparisons) runs on one thread,
+# with torch's own operations inside it held to one thread too. With -fopenmp it runs on torch's OpenMP
+# runtime: the libgomp torch ships beside itself where it has one (one runtime in the process: the
+# loader keeps a single libgomp.so.1), else the compiler's.
+find_file(_d2k_gomp libgomp.so.1 PATHS "${D2K_TORCH_DIR}/lib" NO_DEFAULT_PATH NO_CACHE)
+target_compile_options(d2k_torch INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
+if(_d2k_gomp)
+  target_link_libraries(d2k_torch INTERFACE "${_d2k_gomp}")
+  message(STATUS "d2k: OpenMP for at::parallel_for from ${_d2k_gomp}")
+else()
+  find_package(OpenMP REQUIRED COMPONENTS CXX)
+  target_link_libraries(d2k_torch INTERFACE OpenMP::OpenMP_CXX)
+  message(STATUS "d2k: OpenMP for at::parallel_for from the compiler (${OpenMP_CXX_LIBRARIES})")
+endif()
+unset(_d2k_gomp)
 # libtorch_cpu.so needs libcudart.so.13 and libcupti.so.13 even on the cpu device. Both the linker (for
 # libtorch_cpu's own dependencies) and the loader must find them, so their folder goes on the build RPATH:
 # the pip packages beside torch (the GPU machine's venv; scripts/setup where no CUDA toolkit has them),
