@@ -131,6 +131,7 @@ caught "$corpus/wrong_prefill_unmasked_last_tile.cpp" attn/prefill_causal_gqa ll
 caught "$corpus/wrong_window_off_by_one.cpp" attn/prefill_sliding_window gpt-oss-B3-T210-W31 incorrect_numerics "'lse'"
 caught "$corpus/wrong_merge_plus_inf_kept.cpp" attn/merge_states llama3-8b-N37-empty-heavy incorrect_numerics "'output': 16384 of 151552 elements are NaN or Inf"
 caught "$corpus/wrong_decode_pages_contiguous.cpp" attn/decode_paged_gqa llama3-8b-B3-ctx1-37 incorrect_numerics "'lse'"
+caught "$corpus/wrong_mla_value_columns.cpp" attn/decode_mla deepseek-v3-B3-ctx1-130 incorrect_numerics "'o'"
 caught "$corpus/wrong_align_pads_with_token_count.cpp" moe/align_block_size qwen3-30b-T37 incorrect_numerics "'sorted_token_ids': entry 37 appears"
 caught "$corpus/wrong_grouped_topk_weights_from_biased_scores.cpp" moe/grouped_topk deepseek-v3-T37 incorrect_numerics "'weights'"
 caught "$corpus/wrong_cross_entropy_ignored_rows_counted.cpp" loss/cross_entropy llama3-8b-N37-V1000 incorrect_numerics "'logits'"

@@ -1,0 +1,163 @@
+// Expert CUDA solution of attn/decode_mla for the H200 (sm_90a), first version: split-KV MLA decode on
+// mma.sync.
+//
+// attend (attend_kernel.cuh) runs one CTA per (sequence, head block, range of split_pages pages): a page of
+// the latent cache is copied once into shared memory and serves S = Q K^T (576 columns) and O = P V (the
+// first 512) for the block's 64 heads (16 at tensor parallel 8). The split count (plan.cuh) fills whole
+// waves of one CTA per SM. A sequence whose pages fit one range writes o and lse itself; the others leave
+// normalized partial outputs and base-2 LSEs in the workspace for merge_splits (merge_kernel.cuh), launched
+// only when the plan splits at all. The plan depends on the shapes and the SM count, never on the lengths,
+// so nothing returns to the host.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "attend_kernel.cuh"
+#include "d2k/solution.h"
+#include "merge_kernel.cuh"
+#include "plan.cuh"
+
+namespace {
+
+int failed(const d2k_call* call, const char* what) {
+  std::snprintf(call->error, D2K_ERROR_CAPACITY, "decode_mla (cuda): %s", what);
+  return 1;
+}
+
+const d2k_tensor* find(const d2k_tensor* list, int32_t count, const char* name) {
+  for (int32_t i = 0; i < count; ++i)
+    if (list[i].name && std::strcmp(list[i].name, name) == 0) return &list[i];
+  return nullptr;
+}
+
+struct Tensors {
+  const d2k_tensor *q, *cache, *block_table, *seq_lens, *o, *lse;
+};
+
+Tensors tensors_of(const d2k_call* call) {
+  const auto in = [&](const char* name) { return find(call->inputs, call->num_inputs, name); };
+  const auto out = [&](const char* name) { return find(call->outputs, call->num_outputs, name); };
+  return {in("q"), in("kv_cache"), in("block_table"), in("seq_lens"), out("o"), out("lse")};
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Rows copied or stored in 16-byte chunks: a contiguous last dimension, 16-byte aligned rows.
+bool chunked_rows(const d2k_tensor& x) {
+  if (x.strides[x.rank - 1] != 1 || !aligned16(x.data)) return false;
+  for (int32_t i = 0; i + 1 < x.rank; ++i)
+    if (x.strides[i] % 8 != 0) return false;
+  return true;
+}
+
+// The head block of a CTA: 64 heads when H is a multiple of 64, else 16.
+int block_rows(int64_t heads) { return heads % 64 == 0 ? 64 : 16; }
+
+// Everything the kernels assume, checked: a message naming what is off, or nullptr.
+const char* unsupported(const Tensors& t) {
+  if (!t.q || !t.cache || !t.block_table || !t.seq_lens || !t.o || !t.lse)
+    return "missing one of q, kv_cache, block_table, seq_lens, o, lse";
+  if (t.q->rank != 3 || t.q->dtype != D2K_BFLOAT16 || t.q->shape[2] != mla::kWidth) return "q must be [B, H, 576] bf16";
+  if (t.o->rank != 3 || t.o->dtype != D2K_BFLOAT16 || t.o->shape[2] != mla::kValues) return "o must be [B, H, 512] bf16";
+  if (t.cache->rank != 3 || t.cache->dtype != D2K_BFLOAT16 || t.cache->shape[1] != mla::kPage || t.cache->shape[2] != mla::kWidth)
+    return "kv_cache must be [NB, 64, 576] bf16";
+  for (const d2k_tensor* x : {t.q, t.o, t.cache})
+    if (!chunked_rows(*x)) return "q, o and kv_cache need a contiguous last dimension and 16-byte aligned rows";
+  if (t.block_table->rank != 2 || t.block_table->dtype != D2K_INT32) return "block_table must be [B, MB] int32";
+  if (t.seq_lens->rank != 1 || t.seq_lens->dtype != D2K_INT32) return "seq_lens must be [B] int32";
+  if (t.lse->rank != 2 || t.lse->dtype != D2K_FLOAT32) return "lse must be [B, H] fp32";
+  const int64_t batch = t.q->shape[0], heads = t.q->shape[1];
+  if (t.block_table->shape[0] != batch || t.seq_lens->shape[0] != batch || t.o->shape[0] != batch || t.lse->shape[0] != batch)
+    return "q, o, block_table, seq_lens and lse must agree on B";
+  if (t.o->shape[1] != heads || t.lse->shape[1] != heads) return "q, o and lse must agree on H";
+  if (heads < 16 || heads % 16 != 0) return "H must be a multiple of 16 (the rows of one mma tile)";
+  if (batch * heads >= (int64_t{1} << 31) / mla::kValues) return "B H 512 must fit in 31 bits";
+  if (t.block_table->shape[1] * mla::kPage >= (int64_t{1} << 31)) return "64 MB must fit in 31 bits";
+  return nullptr;
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+mla::SplitPlan plan_for(const Tensors& t, int sms) {
+  const int64_t rows = block_rows(t.q->shape[1]);
+  return mla::plan_splits(t.q->shape[0], t.q->shape[1] / rows, rows, t.block_table->shape[1], sms);
+}
+
+template <int RowGroups, int ColGroups>
+cudaError_t launch_attend(const mla::Params& p, dim3 grid, cudaStream_t stream) {
+  using Cta = mla::Shape<RowGroups, ColGroups>;
+  const cudaError_t error =
+      cudaFuncSetAttribute(mla::attend<RowGroups, ColGroups>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cta::kSharedBytes);
+  if (error != cudaSuccess) return error;
+  mla::attend<RowGroups, ColGroups><<<grid, Cta::kThreads, Cta::kSharedBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
+  const Tensors t = tensors_of(call);
+  if (const char* problem = unsupported(t)) return failed(call, problem);
+  const int sms = sm_count();
+  if (sms < 1) return failed(call, "cannot read the device's SM count");
+  *bytes = mla::partial_bytes(t.q->shape[0], t.q->shape[1], plan_for(t, sms));
+  return 0;
+}
+
+extern "C" int d2k_run(const d2k_call* call) {
+  const Tensors t = tensors_of(call);
+  if (const char* problem = unsupported(t)) return failed(call, problem);
+  const d2k_scalar* scale = nullptr;
+  for (int32_t i = 0; i < call->num_scalars; ++i)
+    if (std::strcmp(call->scalars[i].name, "softmax_scale") == 0) scale = &call->scalars[i];
+  if (!scale || !(scale->f > 0.0) || !std::isfinite(scale->f)) return failed(call, "needs a positive, finite scalar 'softmax_scale'");
+  const int sms = sm_count();
+  if (sms < 1) return failed(call, "cannot read the device's SM count");
+  const int64_t batch = t.q->shape[0], heads = t.q->shape[1];
+  if (batch == 0) return 0;
+  const mla::SplitPlan plan = plan_for(t, sms);
+  const size_t partials = mla::partial_bytes(batch, heads, plan);
+  if (partials > 0 && (!call->workspace || call->workspace_bytes < partials || !aligned16(call->workspace)))
+    return failed(call, "the workspace is smaller than asked or not 16-byte aligned");
+
+  mla::Params p{};
+  p.q = static_cast<const __nv_bfloat16*>(t.q->data);
+  p.cache = static_cast<const __nv_bfloat16*>(t.cache->data);
+  p.block_table = static_cast<const int*>(t.block_table->data);
+  p.seq_lens = static_cast<const int*>(t.seq_lens->data);
+  p.o = static_cast<__nv_bfloat16*>(t.o->data);
+  p.lse = static_cast<float*>(t.lse->data);
+  const int64_t partial_rows = batch * heads * plan.splits;
+  p.partial_o = partials > 0 ? static_cast<float*>(call->workspace) : nullptr;
+  p.partial_lse = partials > 0 ? p.partial_o + partial_rows * mla::kValues : nullptr;
+  p.q_seq = t.q->strides[0], p.q_head = t.q->strides[1];
+  p.cache_page = t.cache->strides[0], p.cache_token = t.cache->strides[1];
+  p.table_seq = t.block_table->strides[0], p.table_page = t.block_table->strides[1];
+  p.seq_lens_stride = t.seq_lens->strides[0];
+  p.o_seq = t.o->strides[0], p.o_head = t.o->strides[1];
+  p.lse_seq = t.lse->strides[0], p.lse_head = t.lse->strides[1];
+  p.heads = static_cast<int>(heads);
+  p.head_blocks = static_cast<int>(heads / block_rows(heads));
+  p.splits = plan.splits;
+  p.split_pages = plan.split_pages;
+  p.scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
+
+  if (plan.splits > 65535) return failed(call, "more than 65535 splits");
+  const auto stream = static_cast<cudaStream_t>(call->stream);
+  const dim3 grid(static_cast<unsigned>(batch * p.head_blocks), static_cast<unsigned>(plan.splits));
+  cudaError_t error = block_rows(heads) == 64 ? launch_attend<4, 2>(p, grid, stream) : launch_attend<1, 8>(p, grid, stream);
+  if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
+  if (plan.splits > 1) mla::merge_splits<<<static_cast<unsigned>(batch * heads), mla::kMergeThreads, 0, stream>>>(p);
+  error = cudaGetLastError();
+  if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
+  return 0;
+}
