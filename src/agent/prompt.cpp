@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/guidance.hpp"
@@ -89,6 +93,25 @@ std::string task_sheet(const Task& task, const std::vector<const Workload*>& wor
   return s;
 }
 
+namespace {
+
+// "CUTLASS 4.2.0 and CuTe", from the headers' cutlass/version.h; "CUTLASS and CuTe" where it cannot be read.
+std::string cutlass_release(const std::filesystem::path& include_dir) {
+  std::ifstream in(include_dir / "cutlass" / "version.h");
+  std::map<std::string, std::string> parts;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string define, name, value;
+    if (words >> define >> name >> value && define == "#define" &&
+        (name == "CUTLASS_MAJOR" || name == "CUTLASS_MINOR" || name == "CUTLASS_PATCH"))
+      parts[name] = value;
+  }
+  if (parts.size() != 3) return "CUTLASS and CuTe";
+  return fmt::format("CUTLASS {}.{}.{} and CuTe", parts["CUTLASS_MAJOR"], parts["CUTLASS_MINOR"], parts["CUTLASS_PATCH"]);
+}
+
+}  // namespace
+
 Prompt build_prompt(const PromptInputs& in) {
   if (!in.task) fail("build_prompt: no task");
   const Task& task = *in.task;
@@ -141,6 +164,11 @@ Prompt build_prompt(const PromptInputs& in) {
                    "with nvcc for sm_90a into one shared object; tensors are in GPU memory and calls run on the given stream.\n"
                  : "Solutions are host C++: the workspace's .cpp files (with any .h/.hpp headers) are compiled together "
                    "into one shared object; tensors are in host memory.\n";
+    if (cuda && !in.cutlass_include_dir.empty())
+      user += fmt::format("The {} headers are on the include path (`#include <cute/tensor.hpp>`, "
+                          "`#include <cutlass/gemm/collective/collective_builder.hpp>`, ...: header-only, not "
+                          "`cutlass/util`); no library may be called at run time.\n",
+                          cutlass_release(in.cutlass_include_dir));
   }
 
   const auto levels = levels_of(in.condition);

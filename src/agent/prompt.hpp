@@ -26,6 +26,9 @@ struct PromptInputs {
   Budget budget;
   std::vector<llm::ToolSpec> tools;
   std::filesystem::path root;  // holds include/d2k/solution.h and examples/minimal
+  // The CUTLASS/CuTe headers cuda solutions compile with (runner/builder.hpp cutlass_include_dir); empty
+  // where there are none, and the prompt then does not offer them.
+  std::filesystem::path cutlass_include_dir;
 };
 
 struct Prompt {

@@ -11,6 +11,7 @@
 #include "agent/records.hpp"
 #include "agent/result_file.hpp"
 #include "agent/run_lock.hpp"
+#include "runner/builder.hpp"
 #include "agent/tools.hpp"
 #include "agent/transcript.hpp"
 #include "agent/undo_log.hpp"
@@ -73,6 +74,7 @@ class Loop {
     inputs.budget = settings_.budget;
     inputs.tools = tool_specs(settings_.condition);
     inputs.root = setup_.environment.root;
+    inputs.cutlass_include_dir = cutlass_include_dir(setup_.environment.root);
     const auto prompt = build_prompt(inputs);
     system_ = prompt.system;
     tools_ = inputs.tools;

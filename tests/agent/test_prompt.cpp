@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "agent/prompt.hpp"
 #include "agent/tools.hpp"
 #include "core/task_loader.hpp"
@@ -81,4 +83,24 @@ TEST(Prompt, DesignOnlyAsksForADesignAndNoCode) {
   std::vector<std::string> names;
   for (const auto& t : tool_specs(Condition::design_only)) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"list_files", "read_file", "write_file", "edit_file", "submit"}));
+}
+
+TEST(Prompt, OffersTheCutlassHeadersByTheirReleaseWhereACudaSolutionHasThem) {
+  const auto tasks = load_tasks(std::filesystem::path(D2K_ROOT_DIR) / "tasks");
+  ASSERT_FALSE(tasks.empty());
+  PromptInputs in = inputs_for(tasks.front(), Condition::none);
+  EXPECT_EQ(build_prompt(in).user.find("CUTLASS"), std::string::npos) << "no headers, no offer";
+  // A folder laid out like CUTLASS's include/, with its version header.
+  const auto dir = std::filesystem::path(testing::TempDir()) / "prompt-cutlass" / "include";
+  std::filesystem::create_directories(dir / "cutlass");
+  std::filesystem::create_directories(dir / "cute");
+  std::ofstream(dir / "cutlass" / "version.h") << "#pragma once\n#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n"
+                                                  "#define CUTLASS_PATCH 0 \n";
+  in.cutlass_include_dir = dir;
+  const auto user = build_prompt(in).user;
+  EXPECT_NE(user.find("The CUTLASS 4.2.0 and CuTe headers are on the include path"), std::string::npos) << user;
+  EXPECT_NE(user.find("no library may be called at run time"), std::string::npos);
+  // Host C++ solutions never see them.
+  in.device = Device::cpu;
+  EXPECT_EQ(build_prompt(in).user.find("CUTLASS"), std::string::npos);
 }

@@ -198,10 +198,14 @@ TEST_P(SandboxTest, StdinReachesTheCommand) {
 // (pid 1) ends with the command and the kernel kills the rest of its pid namespace; without them
 // run_process kills the process group, which seccomp keeps every process in.
 TEST_P(SandboxTest, ALeftoverProcessCannotWriteAfterTheCommandEnds) {
-  // The command waits (1 s at most) until the new session exists, so that the control is no race; the
-  // leftovers write well after that.
-  const std::string script = "setsid sh -c ': > session; sleep 1.5; echo late > late.txt' & "
-                             "(sleep 1.5; echo late > late-in-group.txt) & "
+  // The command waits (1 s at most) until the new session exists, so that the control is no race. The
+  // leftovers write 1.5 s after the command's last step (first.txt), not 1.5 s after they started: on a
+  // loaded machine (ctest -j16 beside the GPU tests) the command itself took longer than that, and a
+  // leftover then wrote before the command had ended.
+  const std::string after_the_end = "i=0; while [ ! -e first.txt ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; "
+                                    "sleep 1.5; ";
+  const std::string script = "setsid sh -c ': > session; " + after_the_end + "echo late > late.txt' & "
+                             "(" + after_the_end + "echo late > late-in-group.txt) & "
                              "i=0; while [ ! -e session ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done; "
                              "echo first > first.txt";
   auto control = sh(script, std::nullopt);
@@ -215,7 +219,8 @@ TEST_P(SandboxTest, ALeftoverProcessCannotWriteAfterTheCommandEnds) {
   for (const char* file : {"late.txt", "session", "first.txt"}) fs::remove(workspace_ / file);
 
   auto result = sh(script, sandbox());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Long enough for a leftover that survived to write (1.5 s after first.txt, well before 4 s even loaded).
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
   EXPECT_EQ(read_text(workspace_ / "first.txt"), "first\n") << result.output;
   EXPECT_FALSE(fs::exists(workspace_ / "late.txt")) << result.output;
   EXPECT_FALSE(fs::exists(workspace_ / "late-in-group.txt")) << result.output;
