@@ -143,6 +143,7 @@ caught "$corpus/wrong_sampler_argmax.cpp" $sampler smoke-B64-V515 incorrect_nume
 caught "$corpus/wrong_sampler_biased_argmax.cpp" $sampler smoke-B64-V515 incorrect_numerics "a bias toward the argmax"
 caught "$corpus/wrong_sampler_call_counter.cpp" $sampler smoke-B64-V515 rejected "changed between two runs on the same inputs"
 caught "$corpus/wrong_int8_gemm_bf16_scales.cpp" quant/int8_gemm llama3-8b-o-M19-N136 incorrect_numerics "'d'"
+caught "$corpus/wrong_w4a16_gemm_zero7.cpp" quant/w4a16_gemm llama3-8b-o-M19-N136 incorrect_numerics "'y'"
 caught "$corpus/wrong_fp8_block_gemm_scale_once.cpp" quant/fp8_block_gemm deepseek-v3-q_b-M19-N208 incorrect_numerics "'c'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
