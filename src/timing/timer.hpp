@@ -24,9 +24,10 @@ std::vector<double> measure(Device device, const std::function<void()>& call, vo
 // The same, with untimed work around every call (warm-up calls included): `before` runs ahead of the
 // cache flush, so whatever it writes (restoring an input, poisoning an output) is evicted before the
 // call; `after` runs once the call and the device-wide synchronization are done (checking outputs).
-// `right_after` runs the moment a call returns, its time already taken (cuda: its end event recorded,
-// the device not yet synchronized; the fixed cost of an empty sample includes it): what must be seen
-// before any of the call's work could end unseen (a thread it left). `sampling_begins` and
+// `right_after` runs the moment a call returns: on cuda its end event already recorded (the device not
+// yet synchronized; the fixed cost of an empty sample includes it), on the cpu device before the clock
+// stops (inside the sample): what must be seen before any of the call's work could end unseen (a thread
+// it left). `sampling_begins` and
 // `sampling_ends` run right before the first and right after the last sampled call (the outside
 // clock's marks: core/worker_protocol.hpp). Any may be empty.
 struct CallHooks {
