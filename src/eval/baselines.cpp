@@ -14,8 +14,9 @@ namespace {
 
 // Rotated like the solution's inputs (timing/rotation.hpp), so that no side is timed with a warmer L2
 // than the other. The reference (or library) allocates its own outputs; only the inputs are copied.
+// `shared` (the library path's setup) joins every copy as it is, not copied.
 TimingSummary time_rotated(const std::function<void(TensorMap&)>& call, const TensorMap& inputs, Device device,
-                           const TimingConfig& timing) {
+                           const TimingConfig& timing, const TensorMap& shared = {}) {
   std::size_t set_bytes = 0;
   for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
   const std::size_t budget = device == Device::cpu
@@ -23,7 +24,10 @@ TimingSummary time_rotated(const std::function<void(TensorMap&)>& call, const Te
                                  : static_cast<std::size_t>(std::max<int64_t>(0, timing.rotate_max_bytes));
   const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(device), budget, timing);
   std::vector<TensorMap> copies;
-  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, device, Precision::native));
+  for (int k = 0; k < sets; ++k) {
+    copies.push_back(place_inputs(inputs, device, Precision::native));
+    for (const auto& [name, tensor] : shared) copies.back().insert_or_assign(name, tensor);
+  }
   std::size_t next = 0;
   const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
   // The reference runs on torch's current stream, the legacy default one, which `nullptr` names.
@@ -49,8 +53,10 @@ std::optional<TimingSummary> library_time(const Task& task, const Workload& work
   if (!code.has_library()) return std::nullopt;
   const auto key = "library:" + task.name + "/" + workload.name;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // Set up once, untimed, on the device's copy of the inputs.
+  const TensorMap shared = code.library_setup(place_inputs(inputs, device, Precision::native), scalars);
   const auto summary = time_rotated([&](TensorMap& copy) { call_library(task, code, copy, scalars); }, inputs,
-                                    device, timing);
+                                    device, timing, shared);
   cache[key] = summary;
   return summary;
 }

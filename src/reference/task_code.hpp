@@ -73,6 +73,14 @@ class TaskCode {
   // the path in task.toml (`library = "..."`); `d2k tasks --check` holds the two together.
   virtual bool has_library() const { return false; }
 
+  // Optional, with library(): what the library path keeps from one call to the next, computed once per
+  // workload outside its timed calls from the inputs d2k_prepare sees (the weights): a w4a16 GEMM's
+  // weight dequantized to bf16, as a serving system without an int4 kernel holds it. library() finds these
+  // among its inputs, by name, where the harness set them up (library_time); a caller that did not (a
+  // test) leaves them out, and library() computes them itself. One set serves every rotated copy of the
+  // inputs, as the solution's prepared state does.
+  virtual TensorMap library_setup(const TensorMap& inputs, const Scalars& scalars) const { return {}; }
+
   // Required for a task with a sampled output (metric 'sample'): the exact distribution each of its
   // elements is drawn from, by output name, shaped as the output with one more dimension (the values it
   // can take, 0..n-1), computed from `inputs` (float64 for the oracle). It replaces the reference's draw

@@ -116,5 +116,41 @@ TEST(Baselines, ATaskWithoutALibraryPathHasNoLibraryTime) {
   EXPECT_TRUE(cache.empty());
 }
 
+// A library path with a setup: a tensor computed from the inputs once, outside the timed calls.
+class WithSetup final : public TaskCode {
+ public:
+  WithSetup() : inner_(make_task_code("demo/batched_matmul")) {}
+  TensorMap reference(TensorMap& inputs, const Scalars& scalars) const override { return inner_->reference(inputs, scalars); }
+  bool has_library() const override { return true; }
+  TensorMap library_setup(const TensorMap& inputs, const Scalars&) const override {
+    ++setups;
+    return {{"setup", inputs.at("a").sum()}};
+  }
+  TensorMap library(TensorMap& inputs, const Scalars& scalars) const override {
+    const auto it = inputs.find("setup");
+    seen.insert(it == inputs.end() ? nullptr : it->second.data_ptr());
+    copies.insert(inputs.at("a").data_ptr());
+    TensorMap kept = inputs;
+    kept.erase("setup");
+    return inner_->library(kept, scalars);
+  }
+  mutable int setups = 0;
+  mutable std::set<void*> seen, copies;
+
+ private:
+  std::unique_ptr<TaskCode> inner_;
+};
+
+TEST(Baselines, TheLibrarySetupRunsOnceOutsideTheTimedCallsAndServesEveryCopy) {
+  Fixture f;
+  WithSetup code;
+  BaselineCache cache;
+  ASSERT_TRUE(library_time(f.task, f.workload, code, f.inputs, f.scalars, Device::cpu, f.timing, cache));
+  EXPECT_EQ(code.setups, 1);
+  EXPECT_GT(code.copies.size(), 1u) << "the inputs rotate";
+  ASSERT_EQ(code.seen.size(), 1u) << "one setup, the same tensor in every copy";
+  EXPECT_NE(*code.seen.begin(), nullptr) << "every timed call found the setup";
+}
+
 }  // namespace
 }  // namespace d2k
