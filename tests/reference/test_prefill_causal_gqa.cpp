@@ -17,6 +17,7 @@
 
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"
+#include "attention_verdicts.hpp"
 #include "reference/inputs.hpp"
 
 namespace d2k {
@@ -210,23 +211,14 @@ TEST_F(PrefillCausalGqa, TheToleranceAcceptsAFlashKernelAndRejectsTheHurriedMist
         {"KV head h % Hkv", {.kv_head_modulo = true}, false, false},
     };
     for (const auto& variant : variants) {
-      const auto verdict = check(task, *code, scalars, candidate(inputs, scale, variant.how), want, {});
-      std::cout << (heavy_tail ? "heavy-tailed k, " : "normal, ") << variant.label << ":";
-      for (const auto& c : verdict.comparisons)
-        std::cout << " " << c.name << " nmse " << c.nmse << " worst " << c.worst_excess << " (" << c.mismatches << " over)";
-      std::cout << "; " << (verdict.status == Status::passed ? "passed" : verdict.message) << "\n";
-      std::map<std::string, bool> passed;
-      for (const auto& c : verdict.comparisons) passed[c.name] = c.passed;
-      EXPECT_EQ(passed["o"], variant.o_passes) << variant.label << ": " << verdict.message;
-      EXPECT_EQ(passed["lse"], variant.lse_passes) << variant.label << ": " << verdict.message;
-      EXPECT_EQ(verdict.status, variant.o_passes && variant.lse_passes ? Status::passed : Status::incorrect_numerics) << variant.label;
+      expect_o_and_lse(std::string(heavy_tail ? "heavy-tailed k, " : "normal, ") + variant.label,
+                       check(task, *code, scalars, candidate(inputs, scale, variant.how), want, {}), variant.o_passes,
+                       variant.lse_passes);
     }
     // The eager baseline (bf16 scores, scaled in bf16) is timed, not held to the tolerance: its scores are
     // the lower precision the tolerance rejects (both outputs' nmse between the fp32 kernels and the bounds).
     const auto eager = check(task, *code, scalars, run(inputs, scalars, false), want, {});
-    std::cout << (heavy_tail ? "heavy-tailed k, " : "normal, ") << "eager (bf16 scores):";
-    for (const auto& c : eager.comparisons) std::cout << " " << c.name << " nmse " << c.nmse << " worst " << c.worst_excess;
-    std::cout << "; " << (eager.status == Status::passed ? "passed" : eager.message) << "\n";
+    print_verdict(std::string(heavy_tail ? "heavy-tailed k, " : "normal, ") + "eager (bf16 scores)", eager);
     EXPECT_EQ(eager.status, Status::incorrect_numerics);
   }
 }

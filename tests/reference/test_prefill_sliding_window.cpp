@@ -16,6 +16,7 @@
 
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"
+#include "attention_verdicts.hpp"
 #include "reference/inputs.hpp"
 
 namespace d2k {
@@ -253,23 +254,13 @@ TEST_F(PrefillSlidingWindow, TheToleranceAcceptsAFlashKernelAndRejectsTheHurried
       if (dim == 64) variants.push_back({"D-128 strides on D-64 tensors", {.strides_of_128 = true}, false, false});
       const std::string label = "D " + std::to_string(dim) + (heavy_tail ? ", heavy-tailed k, " : ", normal, ");
       for (const auto& variant : variants) {
-        const auto verdict = check(task, *code, scalars, candidate(inputs, scale, window, variant.how), want, {});
-        std::cout << label << variant.label << ":";
-        for (const auto& c : verdict.comparisons)
-          std::cout << " " << c.name << " nmse " << c.nmse << " worst " << c.worst_excess << " (" << c.mismatches << " over)";
-        std::cout << "; " << (verdict.status == Status::passed ? "passed" : verdict.message) << "\n";
-        std::map<std::string, bool> passed;
-        for (const auto& c : verdict.comparisons) passed[c.name] = c.passed;
-        EXPECT_EQ(passed["o"], variant.o_passes) << label << variant.label << ": " << verdict.message;
-        EXPECT_EQ(passed["lse"], variant.lse_passes) << label << variant.label << ": " << verdict.message;
-        EXPECT_EQ(verdict.status, variant.o_passes && variant.lse_passes ? Status::passed : Status::incorrect_numerics)
-            << label << variant.label;
+        expect_o_and_lse(label + variant.label,
+                         check(task, *code, scalars, candidate(inputs, scale, window, variant.how), want, {}),
+                         variant.o_passes, variant.lse_passes);
       }
       // The eager baseline (bf16 scores, scaled in bf16) is timed, not held to the tolerance.
       const auto eager = check(task, *code, scalars, run(inputs, scalars, false), want, {});
-      std::cout << label << "eager (bf16 scores):";
-      for (const auto& c : eager.comparisons) std::cout << " " << c.name << " nmse " << c.nmse << " worst " << c.worst_excess;
-      std::cout << "; " << (eager.status == Status::passed ? "passed" : eager.message) << "\n";
+      print_verdict(label + "eager (bf16 scores)", eager);
       EXPECT_EQ(eager.status, Status::incorrect_numerics) << label;
     }
   }
