@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "reference/inputs.hpp"
+#include "reference/paged_cache.hpp"
 #include "reference/task_code.hpp"
 
 namespace d2k {
@@ -40,26 +41,6 @@ at::Tensor gather(const at::Tensor& cache, const at::Tensor& table_row, int64_t 
   const int64_t pages = (length + kPage - 1) / kPage;
   const at::Tensor rows = cache.index_select(0, table_row.narrow(0, 0, pages));  // [pages, 64, 576]
   return rows.view({pages * kPage, kWidth}).narrow(0, 0, length);
-}
-
-// The workload's lengths: B values from Lmin to Lmax, each Lmin + floor(b (Lmax - Lmin) / (B - 1)).
-std::vector<int64_t> progression_of(const Workload& workload) {
-  const auto axis = [&](const char* name) { return workload.axes.at(name); };
-  const int64_t count = axis("B"), shortest = axis("Lmin"), longest = axis("Lmax");
-  if (shortest < 1 || longest < shortest || (count == 1 && longest != shortest))
-    fail("attn/decode_mla: workload '{}': Lmin = {}, Lmax = {} with B = {} (1 <= Lmin <= Lmax, equal when B = 1)", workload.name,
-         shortest, longest, count);
-  std::vector<int64_t> lengths(count, shortest);
-  for (int64_t b = 1; b < count; ++b) lengths[b] = shortest + b * (longest - shortest) / (count - 1);
-  int64_t tokens = 0, pages = 0;
-  for (const int64_t length : lengths) tokens += length, pages += (length + kPage - 1) / kPage;
-  if (tokens != axis("N")) fail("attn/decode_mla: workload '{}': N = {}, its lengths sum to {}", workload.name, axis("N"), tokens);
-  if (pages != axis("P")) fail("attn/decode_mla: workload '{}': P = {}, its lengths fill {} pages", workload.name, axis("P"), pages);
-  if (pages > axis("NB")) fail("attn/decode_mla: workload '{}': NB = {}, fewer than the P = {} pages used", workload.name, axis("NB"), pages);
-  if ((longest + kPage - 1) / kPage > axis("MB"))
-    fail("attn/decode_mla: workload '{}': MB = {}, fewer than the {} pages of Lmax = {}", workload.name, axis("MB"),
-         (longest + kPage - 1) / kPage, longest);
-  return lengths;
 }
 
 class DecodeMla : public TaskCode {
@@ -143,20 +124,9 @@ class DecodeMla : public TaskCode {
   std::optional<TensorMap> make_inputs(const Task& task, const Workload& workload, at::Generator& gen) const override {
     const auto axis = [&](const char* name) { return workload.axes.at(name); };
     const int64_t batch = axis("B"), heads = axis("H"), blocks = axis("NB"), width = axis("MB");
-    const std::vector<int64_t> progression = progression_of(workload);
+    const std::vector<int64_t> progression = paged_lengths(task, workload, kPage);
     const auto i64 = at::TensorOptions().dtype(at::kLong);
-    // Lengths in a random order; every used page distinct and at a random place of the cache; the unused
-    // entries of each row random page numbers (a reused row of a serving system's table holds stale ones).
-    const at::Tensor order = at::randperm(batch, gen, i64);
-    const at::Tensor pages = at::randperm(blocks, gen, i64);
-    at::Tensor table = at::randint(0, blocks, {batch, width}, gen, i64);
-    std::vector<int32_t> lengths(batch);
-    for (int64_t b = 0, next = 0; b < batch; ++b) {
-      lengths[b] = static_cast<int32_t>(progression[order[b].item<int64_t>()]);
-      const int64_t used = (lengths[b] + kPage - 1) / kPage;
-      table[b].narrow(0, 0, used).copy_(pages.narrow(0, next, used));
-      next += used;
-    }
+    const PagedTable paged = draw_paged_table(progression, blocks, width, kPage, gen);
     const auto seed = static_cast<uint64_t>(at::randint(0, int64_t{1} << 62, {1}, gen, i64).item<int64_t>());
     const auto draw = [&](const char* name, at::IntArrayRef shape, uint64_t index) {
       return draw_input(init_of(*task.find_input(name), workload), shape, seed, index, at::kFloat);
@@ -164,8 +134,8 @@ class DecodeMla : public TaskCode {
     TensorMap inputs;
     inputs["q"] = draw("q", {batch, heads, kWidth}, 0);
     inputs["kv_cache"] = draw("kv_cache", {blocks, kPage, kWidth}, 1);
-    inputs["block_table"] = table.to(at::kInt);
-    inputs["seq_lens"] = at::tensor(lengths, at::TensorOptions().dtype(at::kInt));
+    inputs["block_table"] = paged.block_table;
+    inputs["seq_lens"] = paged.seq_lens;
     return inputs;
   }
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reference/inputs.hpp"
+#include "reference/paged_cache.hpp"
 #include "reference/task_code.hpp"
 
 namespace d2k {
@@ -36,26 +37,6 @@ at::Tensor gather(const at::Tensor& cache, const at::Tensor& table_row, int64_t 
   const int64_t pages = (length + kPage - 1) / kPage;
   const at::Tensor rows = cache.index_select(0, table_row.narrow(0, 0, pages));  // [pages, 16, Hkv, D]
   return rows.view({pages * kPage, cache.size(2), cache.size(3)}).narrow(0, 0, length);
-}
-
-// The workload's lengths: B values from Lmin to Lmax, each Lmin + floor(b (Lmax - Lmin) / (B - 1)).
-std::vector<int64_t> progression_of(const Workload& workload) {
-  const auto axis = [&](const char* name) { return workload.axes.at(name); };
-  const int64_t count = axis("B"), shortest = axis("Lmin"), longest = axis("Lmax");
-  if (shortest < 1 || longest < shortest || (count == 1 && longest != shortest))
-    fail("attn/decode_paged_gqa: workload '{}': Lmin = {}, Lmax = {} with B = {} (1 <= Lmin <= Lmax, equal when B = 1)",
-         workload.name, shortest, longest, count);
-  std::vector<int64_t> lengths(count, shortest);
-  for (int64_t b = 1; b < count; ++b) lengths[b] = shortest + b * (longest - shortest) / (count - 1);
-  int64_t tokens = 0, pages = 0;
-  for (const int64_t length : lengths) tokens += length, pages += (length + kPage - 1) / kPage;
-  if (tokens != axis("N")) fail("attn/decode_paged_gqa: workload '{}': N = {}, its lengths sum to {}", workload.name, axis("N"), tokens);
-  if (pages != axis("P")) fail("attn/decode_paged_gqa: workload '{}': P = {}, its lengths fill {} pages", workload.name, axis("P"), pages);
-  if (pages > axis("NB")) fail("attn/decode_paged_gqa: workload '{}': NB = {}, fewer than the P = {} pages used", workload.name, axis("NB"), pages);
-  if ((longest + kPage - 1) / kPage > axis("MB"))
-    fail("attn/decode_paged_gqa: workload '{}': MB = {}, fewer than the {} pages of Lmax = {}", workload.name, axis("MB"),
-         (longest + kPage - 1) / kPage, longest);
-  return lengths;
 }
 
 class DecodePagedGqa : public TaskCode {
@@ -139,20 +120,9 @@ class DecodePagedGqa : public TaskCode {
     const int64_t batch = axis("B"), heads = axis("Hq"), kv_heads = axis("Hkv"), dim = axis("D");
     const int64_t blocks = axis("NB"), width = axis("MB");
     if (heads % kv_heads != 0) fail("attn/decode_paged_gqa: workload '{}': Hq = {} is not a multiple of Hkv = {}", workload.name, heads, kv_heads);
-    const std::vector<int64_t> progression = progression_of(workload);
+    const std::vector<int64_t> progression = paged_lengths(task, workload, kPage);
     const auto i64 = at::TensorOptions().dtype(at::kLong);
-    // Lengths in a random order; every used page distinct and at a random place of the cache; the unused
-    // entries of each row random page numbers (a reused row of a serving system's table holds stale ones).
-    const at::Tensor order = at::randperm(batch, gen, i64);
-    const at::Tensor pages = at::randperm(blocks, gen, i64);
-    at::Tensor table = at::randint(0, blocks, {batch, width}, gen, i64);
-    std::vector<int32_t> lengths(batch);
-    for (int64_t b = 0, next = 0; b < batch; ++b) {
-      lengths[b] = static_cast<int32_t>(progression[order[b].item<int64_t>()]);
-      const int64_t used = (lengths[b] + kPage - 1) / kPage;
-      table[b].narrow(0, 0, used).copy_(pages.narrow(0, next, used));
-      next += used;
-    }
+    const PagedTable paged = draw_paged_table(progression, blocks, width, kPage, gen);
     const auto seed = static_cast<uint64_t>(at::randint(0, int64_t{1} << 62, {1}, gen, i64).item<int64_t>());
     const auto draw = [&](const char* name, at::IntArrayRef shape, uint64_t index) {
       return draw_input(init_of(*task.find_input(name), workload), shape, seed, index, at::kFloat);
@@ -161,8 +131,8 @@ class DecodePagedGqa : public TaskCode {
     inputs["q"] = draw("q", {batch, heads, dim}, 0);
     inputs["k_cache"] = draw("k_cache", {blocks, kPage, kv_heads, dim}, 1);
     inputs["v_cache"] = draw("v_cache", {blocks, kPage, kv_heads, dim}, 2);
-    inputs["block_table"] = table.to(at::kInt);
-    inputs["seq_lens"] = at::tensor(lengths, at::TensorOptions().dtype(at::kInt));
+    inputs["block_table"] = paged.block_table;
+    inputs["seq_lens"] = paged.seq_lens;
     return inputs;
   }
 };
