@@ -14,9 +14,10 @@ namespace {
 
 // Rotated like the solution's inputs (timing/rotation.hpp), so that no side is timed with a warmer L2
 // than the other. The reference (or library) allocates its own outputs; only the inputs are copied.
-// `shared` (the library path's setup) joins every copy as it is, not copied.
+// `setup` (the library path's), untimed, on the first copy; what it returns joins every copy as it is.
 TimingSummary time_rotated(const std::function<void(TensorMap&)>& call, const TensorMap& inputs, Device device,
-                           const TimingConfig& timing, const TensorMap& shared = {}) {
+                           const TimingConfig& timing,
+                           const std::function<TensorMap(const TensorMap&)>& setup = nullptr) {
   std::size_t set_bytes = 0;
   for (const auto& [name, tensor] : inputs) set_bytes += tensor.nbytes();
   const std::size_t budget = device == Device::cpu
@@ -24,9 +25,11 @@ TimingSummary time_rotated(const std::function<void(TensorMap&)>& call, const Te
                                  : static_cast<std::size_t>(std::max<int64_t>(0, timing.rotate_max_bytes));
   const int sets = rotation_sets(set_bytes, 0, last_level_cache_bytes(device), budget, timing);
   std::vector<TensorMap> copies;
-  for (int k = 0; k < sets; ++k) {
-    copies.push_back(place_inputs(inputs, device, Precision::native));
-    for (const auto& [name, tensor] : shared) copies.back().insert_or_assign(name, tensor);
+  for (int k = 0; k < sets; ++k) copies.push_back(place_inputs(inputs, device, Precision::native));
+  if (setup) {
+    const TensorMap shared = setup(copies.front());
+    for (auto& copy : copies)
+      for (const auto& [name, tensor] : shared) copy.insert_or_assign(name, tensor);
   }
   std::size_t next = 0;
   const CallHooks rotate{[&] { next = (next + 1) % copies.size(); }, {}};
@@ -53,10 +56,8 @@ std::optional<TimingSummary> library_time(const Task& task, const Workload& work
   if (!code.has_library()) return std::nullopt;
   const auto key = "library:" + task.name + "/" + workload.name;
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  // Set up once, untimed, on the device's copy of the inputs.
-  const TensorMap shared = code.library_setup(place_inputs(inputs, device, Precision::native), scalars);
   const auto summary = time_rotated([&](TensorMap& copy) { call_library(task, code, copy, scalars); }, inputs,
-                                    device, timing, shared);
+                                    device, timing, [&](const TensorMap& copy) { return code.library_setup(copy, scalars); });
   cache[key] = summary;
   return summary;
 }
