@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"
@@ -134,10 +135,11 @@ TEST_F(Fp8BlockGemm, TheToleranceAcceptsPerBlockFp32AndRejectsTheWrongVariants) 
     }
     const at::Tensor once = at::matmul(a, b.t()) * sa.narrow(1, 0, 1) * sb_rows.narrow(1, 0, 1).t();
     const auto bf16 = [](const at::Tensor& x) { return x.to(at::kBFloat16); };
-    std::map<std::string, std::pair<at::Tensor, bool>> variants = {
+    // Whether each variant must pass; the eager path is held to neither (see task.toml).
+    std::map<std::string, std::pair<at::Tensor, std::optional<bool>>> variants = {
         {"per-block fp32 (the task's semantics)", {bf16(exact), true}},
         {"Hopper's fp8 accumulation (aligned, truncated to 14 bits), promoted per block", {bf16(hopper), true}},
-        {"eager: both operands dequantized to bf16, bf16 matmul", {reference(inputs), false}},
+        {"eager: both operands dequantized to bf16, bf16 matmul", {reference(inputs), std::nullopt}},
         {"scale applied once after the K sum (first block's)", {bf16(once), false}},
         {"accumulator across blocks kept in bf16", {bf16(bf16_acc), false}},
         {"weight scale of the wrong K block", {bf16(wrong_block), false}},
@@ -149,7 +151,7 @@ TEST_F(Fp8BlockGemm, TheToleranceAcceptsPerBlockFp32AndRejectsTheWrongVariants) 
       const auto& c = verdict.comparisons[0];
       std::cout << M << "x" << N << "x" << K << ", " << name << ": nmse " << c.nmse << ", worst excess " << c.worst_excess
                 << "\n";
-      EXPECT_EQ(verdict.status == Status::passed, variant.second) << name << ": " << verdict.message;
+      if (variant.second) EXPECT_EQ(verdict.status == Status::passed, *variant.second) << name << ": " << verdict.message;
     }
   }
 }

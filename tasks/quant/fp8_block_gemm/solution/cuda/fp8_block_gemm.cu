@@ -182,7 +182,13 @@ template <class K>
 int run(const d2k_call* call, const Problem& p) {
   typename K::Gemm gemm;
   auto args = arguments_of<K>(p);
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+  // can_implement asks a TMA-loaded scale tensor's contiguous extent (M tokens) to be a multiple of 16
+  // bytes, where TMA itself needs only the column stride aligned (align(M, 4) in the task's layout) and
+  // fills the rows past M with zeros. Asked about M rounded up to 4 tokens, run with M: rounding the
+  // run's M would read up to 3 scales past the end of sa's last column.
+  Problem aligned = p;
+  aligned.m = (p.m + 3) / 4 * 4;
+  if (gemm.can_implement(arguments_of<K>(aligned)) != cutlass::Status::kSuccess)
     return fail(call, "quant/fp8_block_gemm: CUTLASS cannot run M %d N %d K %d with this kernel", p.m, p.n, p.k);
   if (K::Gemm::get_workspace_size(args) > call->workspace_bytes)
     return fail(call, "quant/fp8_block_gemm: the workspace holds %zu bytes, the kernel needs %zu", call->workspace_bytes,
