@@ -50,16 +50,21 @@ std::optional<TimingSummary> baseline_time(const Task& task, const Workload& wor
   return summary;
 }
 
-std::optional<TimingSummary> library_time(const Task& task, const Workload& workload, const TaskCode& code,
-                                          const TensorMap& inputs, const Scalars& scalars, Device device,
-                                          const TimingConfig& timing, BaselineCache& cache) {
-  if (!code.has_library()) return std::nullopt;
+LibraryTime library_time(const Task& task, const Workload& workload, const TaskCode& code, const TensorMap& inputs,
+                         const Scalars& scalars, Device device, const TimingConfig& timing, BaselineCache& cache) {
+  if (!code.has_library()) return {};
   const auto key = "library:" + task.name + "/" + workload.name;
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const auto summary = time_rotated([&](TensorMap& copy) { call_library(task, code, copy, scalars); }, inputs,
-                                    device, timing, [&](const TensorMap& copy) { return code.library_setup(copy, scalars); });
-  cache[key] = summary;
-  return summary;
+  if (auto it = cache.find(key); it != cache.end()) return {it->second, {}};
+  try {
+    const auto summary = time_rotated([&](TensorMap& copy) { call_library(task, code, copy, scalars); }, inputs,
+                                      device, timing, [&](const TensorMap& copy) { return code.library_setup(copy, scalars); });
+    cache[key] = summary;
+    return {summary, {}};
+  } catch (const std::exception& error) {
+    // The first line: c10's errors go on with a C++ backtrace.
+    const std::string text = error.what();
+    return {std::nullopt, text.substr(0, text.find('\n'))};
+  }
 }
 
 }  // namespace d2k

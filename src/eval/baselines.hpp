@@ -26,8 +26,14 @@ std::optional<TimingSummary> baseline_time(const Task& task, const Workload& wor
                                            const TensorMap& inputs, const Scalars& scalars, Device device,
                                            const TimingConfig& timing, BaselineCache& cache);
 
-// The library path timed the same way; nothing when the task has none.
-std::optional<TimingSummary> library_time(const Task& task, const Workload& workload, const TaskCode& code,
+// The library path timed the same way: nothing when the task has none. A library that cannot run the
+// workload (it supports fewer shapes than the task: cuBLASLt's block-scaled fp8 GEMM refuses some) is
+// not a harness failure: its error is kept as `refused`, and the trace says so beside an empty column.
+struct LibraryTime {
+  std::optional<TimingSummary> summary;
+  std::string refused;
+};
+LibraryTime library_time(const Task& task, const Workload& workload, const TaskCode& code,
                                           const TensorMap& inputs, const Scalars& scalars, Device device,
                                           const TimingConfig& timing, BaselineCache& cache);
 

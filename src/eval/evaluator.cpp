@@ -120,6 +120,7 @@ std::future<Oracles> start_oracles(const Task& task, const TaskCode& code, const
 
 struct BaselineTimes {
   std::optional<TimingSummary> eager, library;
+  std::string library_refused;  // why the library path cannot run the workload, when it cannot
 };
 
 // The eager baseline's time and the library's, when the settings ask for them (each timed once per
@@ -133,7 +134,9 @@ BaselineTimes time_baselines(const Task& task, const Workload& workload, const T
   times.eager = baseline_time(task, workload, code, first, scalars, environment.device, settings.timing, cache);
   if (code.has_library()) {
     step("timing the library path", kBaselineTimingPhase);
-    times.library = library_time(task, workload, code, first, scalars, environment.device, settings.timing, cache);
+    auto library = library_time(task, workload, code, first, scalars, environment.device, settings.timing, cache);
+    times.library = library.summary;
+    times.library_refused = library.refused;
   }
   return times;
 }
@@ -331,6 +334,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   if (!settings_.time) return trace;
   const auto times = time_baselines(task, workload, *code, first, scalars, environment_, settings_, baselines_, step);
   add_performance(trace, task, workload, *outcome.report.timing, times.eager, times.library, environment_);
+  if (!times.library_refused.empty())
+    trace.warnings.push_back(fmt::format("the library path ({}) cannot run this workload: {}", task.library, times.library_refused));
   return trace;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/task_loader.hpp"
@@ -83,7 +84,7 @@ TEST(Baselines, CallLibraryWithoutALibraryPathNamesTheReference) {
 TEST(Baselines, TheLibraryIsTimedLikeTheEagerReferenceAndOnce) {
   Fixture f;
   BaselineCache cache;
-  const auto library = library_time(f.task, f.workload, f.code, f.inputs, f.scalars, Device::cpu, f.timing, cache);
+  const auto library = library_time(f.task, f.workload, f.code, f.inputs, f.scalars, Device::cpu, f.timing, cache).summary;
   ASSERT_TRUE(library);
   EXPECT_EQ(library->samples, 5);
   EXPECT_GT(library->median_ms, 0.0);
@@ -99,7 +100,7 @@ TEST(Baselines, TheLibraryIsTimedLikeTheEagerReferenceAndOnce) {
 
   // Both are kept, under keys of their own, and neither is timed again.
   EXPECT_EQ(cache.size(), 2u);
-  const auto again = library_time(f.task, f.workload, f.code, f.inputs, f.scalars, Device::cpu, f.timing, cache);
+  const auto again = library_time(f.task, f.workload, f.code, f.inputs, f.scalars, Device::cpu, f.timing, cache).summary;
   ASSERT_TRUE(again);
   EXPECT_EQ(again->median_ms, library->median_ms);
   baseline_time(f.task, f.workload, f.code, f.inputs, f.scalars, Device::cpu, f.timing, cache);
@@ -111,9 +112,38 @@ TEST(Baselines, ATaskWithoutALibraryPathHasNoLibraryTime) {
   Fixture f;
   Counting none(false);
   BaselineCache cache;
-  EXPECT_FALSE(library_time(f.task, f.workload, none, f.inputs, f.scalars, Device::cpu, f.timing, cache));
+  const auto library = library_time(f.task, f.workload, none, f.inputs, f.scalars, Device::cpu, f.timing, cache);
+  EXPECT_FALSE(library.summary);
+  EXPECT_TRUE(library.refused.empty());
   EXPECT_EQ(none.library_calls, 0);
   EXPECT_TRUE(cache.empty());
+}
+
+// A library path that refuses the workload's shape, as cuBLASLt's block-scaled fp8 GEMM refuses some.
+class Refusing final : public TaskCode {
+ public:
+  Refusing() : inner_(make_task_code("demo/batched_matmul")) {}
+  TensorMap reference(TensorMap& inputs, const Scalars& scalars) const override { return inner_->reference(inputs, scalars); }
+  bool has_library() const override { return true; }
+  TensorMap library(TensorMap&, const Scalars&) const override {
+    ++calls;
+    throw std::runtime_error("CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmulAlgoGetHeuristic(...)`\nframe #0: ...");
+  }
+  mutable int calls = 0;
+
+ private:
+  std::unique_ptr<TaskCode> inner_;
+};
+
+TEST(Baselines, ALibraryThatRefusesTheWorkloadHasNoTimeAndSaysWhyInOneLine) {
+  Fixture f;
+  Refusing code;
+  BaselineCache cache;
+  const auto library = library_time(f.task, f.workload, code, f.inputs, f.scalars, Device::cpu, f.timing, cache);
+  EXPECT_FALSE(library.summary);
+  EXPECT_EQ(library.refused, "CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmulAlgoGetHeuristic(...)`");
+  EXPECT_EQ(code.calls, 1) << "the first call's error ends the timing";
+  EXPECT_TRUE(cache.empty()) << "no time is kept for it";
 }
 
 // A library path with a setup: a tensor computed from the inputs once, outside the timed calls.
@@ -145,7 +175,7 @@ TEST(Baselines, TheLibrarySetupRunsOnceOutsideTheTimedCallsAndServesEveryCopy) {
   Fixture f;
   WithSetup code;
   BaselineCache cache;
-  ASSERT_TRUE(library_time(f.task, f.workload, code, f.inputs, f.scalars, Device::cpu, f.timing, cache));
+  ASSERT_TRUE(library_time(f.task, f.workload, code, f.inputs, f.scalars, Device::cpu, f.timing, cache).summary);
   EXPECT_EQ(code.setups, 1);
   EXPECT_GT(code.copies.size(), 1u) << "the inputs rotate";
   ASSERT_EQ(code.seen.size(), 1u) << "one setup, the same tensor in every copy";
