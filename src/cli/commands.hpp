@@ -30,5 +30,6 @@ Command add_eval_command(CLI::App& app, const GlobalOptions& global);
 Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 Command add_ceilings_command(CLI::App& app, const GlobalOptions& global);
 Command add_agent_command(CLI::App& app, const GlobalOptions& global);
+Command add_judge_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace d2k
