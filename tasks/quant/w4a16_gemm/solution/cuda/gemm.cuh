@@ -57,36 +57,57 @@ struct Config {
   static_assert(kScaleBytes / 16 <= kThreads, "one scale chunk per thread at most");
 };
 
+// What one thread copies per stage: kWeightPer 16-byte chunks of the weight, at most one of the scales
+// and kXPer of x. The addresses are computed once; a stage adds its K offset.
 template <class C>
-__device__ __forceinline__ void load_stage(const GemmParams& p, unsigned char* stage, int it, int m0, int nb0,
-                                           uint64_t policy) {
-  const int tid = threadIdx.x;
-  const int k0 = it * C::TK;
-  const uint32_t base = smem_address(stage);
-  // The weight: TK / 16 x WN blocks of 512 bytes, stored in the stage in the same order.
+struct Loader {
+  static constexpr int kWeightPer = C::kWeightBytes / 16 / C::kThreads;
+  static constexpr int kXPer = (C::TM * C::kXChunks + C::kThreads - 1) / C::kThreads;
+  const uint4* weight;           // chunk 0 of stage 0; chunk i is i * weight_step further
+  const uint4* scales;           // group 0's chunk; null for the threads that copy none
+  const __nv_bfloat16* x[kXPer];
+  size_t weight_step, weight_stage, scale_group;
+  uint32_t x_dst[kXPer];
+  uint32_t x_valid;              // bit i: chunk i is a row of x (else zero-filled)
+  uint64_t policy;
+
+  __device__ __forceinline__ Loader(const GemmParams& p, int m0, int nb0, int it_begin) {
+    const int tid = threadIdx.x, k0 = it_begin * C::TK;
+    const int lane = tid % 32, nb = tid / 32 % C::WN, kb = tid / 32 / C::WN;
+    weight = p.weight + ((size_t)(k0 / 16 + kb) * p.NB + nb0 + nb) * 32 + lane;
+    static_assert(C::kThreads % (32 * C::WN) == 0, "a thread's chunks differ by whole k16 rows of blocks");
+    weight_step = (size_t)(C::kThreads / 32 / C::WN) * p.NB * 32;
+    weight_stage = (size_t)(C::TK / 16) * p.NB * 32;
+    scales = tid < C::kScaleBytes / 16 ? p.scales + (size_t)(nb0 + tid / 8) * 8 + tid % 8 : nullptr;
+    scale_group = (size_t)p.NB * 8;
+    x_valid = 0;
 #pragma unroll
-  for (int i = 0; i < C::kWeightBytes / 16 / C::kThreads; ++i) {
-    const int c = tid + i * C::kThreads;
-    const int lane = c % 32, nb = c / 32 % C::WN, kb = c / 32 / C::WN;
-    const uint4* src = p.weight + ((size_t)(k0 / 16 + kb) * p.NB + nb0 + nb) * 32 + lane;
-    cp_async_16(base + c * 16, src, policy);
+    for (int i = 0; i < kXPer; ++i) {
+      const int c = tid + i * C::kThreads;
+      const int r = c / C::kXChunks, ch = c % C::kXChunks, row = m0 + r;
+      const bool valid = c < C::TM * C::kXChunks && row < p.M;
+      x_valid |= (valid ? 1u : 0u) << i;
+      x[i] = p.x + (size_t)(valid ? row : 0) * p.K + k0 + (valid ? ch * 8 : 0);
+      x_dst[i] = (r * C::kXChunks + (ch ^ (r % 8))) * 16;
+    }
+    policy = evict_first_policy();
   }
-  // The group's scales: WN blocks of 128 bytes.
-  if (tid < C::kScaleBytes / 16) {
-    const int nb = tid / 8, part = tid % 8;
-    const uint4* src = p.scales + ((size_t)(k0 / kGroup) * p.NB + nb0 + nb) * 8 + part;
-    cp_async_16(base + C::kWeightBytes + tid * 16, src, policy);
+
+  // Copies iteration `it` (it_begin + rel) into the stage at shared address `base`.
+  __device__ __forceinline__ void issue(uint32_t base, int rel, int it) const {
+    const int tid = threadIdx.x;
+    const uint4* w = weight + (size_t)rel * weight_stage;
+#pragma unroll
+    for (int i = 0; i < kWeightPer; ++i) cp_async_16(base + (tid + i * C::kThreads) * 16, w + i * weight_step, policy);
+    if (scales) cp_async_16(base + C::kWeightBytes + tid * 16, scales + (size_t)(it * C::TK / kGroup) * scale_group, policy);
+    const uint32_t xs = base + C::kWeightBytes + C::kScaleBytes;
+#pragma unroll
+    for (int i = 0; i < kXPer; ++i) {
+      if ((C::TM * C::kXChunks) % C::kThreads == 0 || tid + i * C::kThreads < C::TM * C::kXChunks)
+        cp_async_16_or_zero(xs + x_dst[i], x[i] + (size_t)rel * C::TK, (x_valid >> i) & 1);
+    }
   }
-  // x: TM rows of TK values; chunk ch of row r at r * kXChunks + (ch ^ (r % 8)).
-  const uint32_t xs = base + C::kWeightBytes + C::kScaleBytes;
-  for (int c = tid; c < C::TM * C::kXChunks; c += C::kThreads) {
-    const int r = c / C::kXChunks, ch = c % C::kXChunks;
-    const int row = m0 + r;
-    const bool valid = row < p.M;
-    const __nv_bfloat16* src = p.x + (size_t)(valid ? row : 0) * p.K + k0 + ch * 8;
-    cp_async_16_or_zero(xs + (r * C::kXChunks + (ch ^ (r % 8))) * 16, src, valid);
-  }
-}
+};
 
 template <class C>
 __device__ __forceinline__ void compute_stage(const unsigned char* stage, int wm, int wn, int wk, int lane,
@@ -137,7 +158,8 @@ __global__ void __launch_bounds__(C::kThreads, C::MIN_CTAS) w4a16_mma(GemmParams
   const int iters = p.K / C::TK;
   const int it_begin = blockIdx.z * p.iters_per_split;
   const int it_end = min(iters, it_begin + p.iters_per_split);
-  const uint64_t policy = evict_first_policy();
+  const Loader<C> loader(p, m0, nb0, it_begin);
+  const uint32_t ring = smem_address(smem);
 
   float acc[C::MB][8][4];
 #pragma unroll
@@ -151,15 +173,14 @@ __global__ void __launch_bounds__(C::kThreads, C::MIN_CTAS) w4a16_mma(GemmParams
   // so that wait_group counts stay uniform.
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
-    if (it_begin + s < it_end) load_stage<C>(p, smem + s * C::kStageBytes, it_begin + s, m0, nb0, policy);
+    if (it_begin + s < it_end) loader.issue(ring + s * C::kStageBytes, s, it_begin + s);
     cp_async_commit();
   }
   for (int it = it_begin; it < it_end; ++it) {
     cp_async_wait<C::STAGES - 2>();
     __syncthreads();  // stage `it` is visible to all; the slot refilled below was consumed by everyone
     const int next = it + C::STAGES - 1;
-    if (next < it_end)
-      load_stage<C>(p, smem + ((next - it_begin) % C::STAGES) * C::kStageBytes, next, m0, nb0, policy);
+    if (next < it_end) loader.issue(ring + ((next - it_begin) % C::STAGES) * C::kStageBytes, next - it_begin, next);
     cp_async_commit();
     compute_stage<C>(smem + ((it - it_begin) % C::STAGES) * C::kStageBytes, wm, wn, wk, lane, acc);
   }
