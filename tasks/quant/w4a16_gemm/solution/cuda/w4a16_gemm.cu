@@ -25,8 +25,9 @@ using namespace w4a16;
 
 // M <= 16: one m16 block, 4 warps = 2 column blocks x 2 K halves of each 128-wide stage (4 k16 steps per
 // warp per stage, so the loop's own instructions are shared by 4 of them); a weight stream, 4 stages
-// deep, 3 CTAs per SM: 9 stages of 8 KB in flight per SM.
-using Small = Config</*WM*/ 1, /*WN*/ 2, /*WK*/ 2, /*MB*/ 1, /*TK*/ 128, /*STAGES*/ 4, /*MIN_CTAS*/ 3>;
+// of 12.25 KB, 4 CTAs per SM: 12 stages of 8 KB of weight in flight per SM, and 528 resident CTAs, so
+// that even 70B gate_up's 448 column tiles run in one wave.
+using Small = Config</*WM*/ 1, /*WN*/ 2, /*WK*/ 2, /*MB*/ 1, /*TK*/ 128, /*STAGES*/ 4, /*MIN_CTAS*/ 4>;
 // M <= 128: 64 x 128 tiles, 8 warps = 2 row halves x 2 column blocks x 2 K halves.
 using Medium = Config<2, 2, 2, 2, 128, 4, 2>;
 // M > 128: 128 x 256 tiles, 8 warps = 2 row halves x 4 column blocks, each warp 64 x 64.
