@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/error.hpp"
 #include "core/task_loader.hpp"
 #include "reference/check.hpp"
 #include "reference/inputs.hpp"
@@ -35,7 +36,9 @@ struct MuonNewtonSchulz : ::testing::Test {
     return check(task, *code, {}, {{"x", got.contiguous()}}, {{"x", want}}, {});
   }
   at::Tensor workload_input(int64_t B, int64_t R, int64_t C, uint64_t seed, const char* like) const {
-    Workload workload = *task.find_workload(like);
+    const Workload* found = task.find_workload(like);
+    if (found == nullptr) fail("optim/muon_newton_schulz has no workload '{}'", like);
+    Workload workload = *found;
     workload.axes = {{"B", B}, {"R", R}, {"C", C}};
     return make_inputs(task, *code, workload, seed).at("g");
   }
@@ -156,7 +159,7 @@ TEST_F(MuonNewtonSchulz, TheToleranceAdmitsBf16RoundingAndRejectsTheWrongVariant
   };
   const std::vector<Case> cases = {
       Case{1, 512, 512, "llama3-8b-o_proj"},
-      Case{1, 1024, 256, "llama3-8b-gate_proj"},
+      Case{1, 1024, 256, "llama3-8b-gate_proj-14336x4096"},
       Case{2, 192, 768, "gpt2-small-mlp_c_proj-B12-heavy-tail"},
   };
   for (const Case& shape : cases) {
