@@ -145,6 +145,7 @@ caught "$corpus/wrong_sampler_call_counter.cpp" $sampler smoke-B64-V515 rejected
 caught "$corpus/wrong_int8_gemm_bf16_scales.cpp" quant/int8_gemm llama3-8b-o-M19-N136 incorrect_numerics "'d'"
 caught "$corpus/wrong_w4a16_gemm_zero7.cpp" quant/w4a16_gemm llama3-8b-o-M19-N136 incorrect_numerics "'y'"
 caught "$corpus/wrong_fp8_block_gemm_scale_once.cpp" quant/fp8_block_gemm deepseek-v3-q_b-M19-N208 incorrect_numerics "'c'"
+caught "$corpus/wrong_muon_x_times_b.cpp" optim/muon_newton_schulz gpt2-small-attn_c_proj-B2-64x64 incorrect_numerics "'x'"
 # 15 a log that is not text: kept, its bad bytes replaced, the trace written
 expect_exit 0 "$D2K" eval $quant "$(corpus_solution "$corpus/log_invalid_utf8.cpp")" --device cpu -w deepseek-v3-T1 \
   --timeout 20 --max-seconds 0.2 --min-samples 3 --warmup 1 --no-baseline --json "$WORK/log_invalid_utf8.json"
