@@ -60,11 +60,14 @@ std::vector<TextTable> report_tables(const Report& r) {
   TextTable cells{"cells", "Per model, task and condition (repeats together)",
                   {"model", "task", "condition", "runs", "passed", "pass rate", "task score", "speedup", "fast_1",
                    "fast_2", "% SOL", "turns", "tokens", "cost $", "judge"}};
-  for (const auto& c : r.cells)
+  for (const auto& c : r.cells) {
+    const bool design = c.condition == "design-only";
     cells.rows.push_back({c.model, c.task, c.condition, fmt::format("{}/{}", c.finished, c.runs), std::to_string(c.passed),
-                          pct(c.pass_rate), num(c.task_score), num(c.speedup, "{:.2f}x"), pct(c.fast_1), pct(c.fast_2),
+                          pct(c.pass_rate), design ? "n/a" : num(c.task_score), design ? "n/a" : num(c.speedup, "{:.2f}x"),
+                          design ? "n/a" : pct(c.fast_1), design ? "n/a" : pct(c.fast_2),
                           num(c.percent_sol, "{:.1f}"), fmt::format("{:.1f}", c.turns), std::to_string(c.tokens),
                           fmt::format("{:.4f}", c.cost_usd), num(c.judge)});
+  }
   tables.push_back(cells);
 
   TextTable tasks{"tasks", "Per task and condition (models together)",
