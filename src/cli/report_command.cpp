@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "campaign/judge_import.hpp"
 #include "campaign/report.hpp"
 #include "campaign/report_print.hpp"
 #include "campaign/store.hpp"
@@ -31,6 +32,10 @@ int run_report(const ReportOptions& o, const GlobalOptions& global) {
   if (!info) fail("{}: the store holds no campaign yet", paths.store().string());
   input.campaign = *info;
   input.store = paths.store().string();
+  // The judge's score files in the run folders (d2k judge design|code <run folder>) join the store first.
+  std::vector<std::string> warnings;
+  if (const int n = campaign::import_judge_scores(store, &warnings)) std::cerr << fmt::format("d2k report: {} judge score(s) from the run folders\n", n);
+  for (const auto& w : warnings) std::cerr << "d2k report: warning: " << w << "\n";
   input.runs = store.runs();
   input.evaluations = store.evaluations();
   input.judge_scores = store.judge_scores();

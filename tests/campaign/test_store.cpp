@@ -5,7 +5,9 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <fstream>
 
+#include "campaign/judge_import.hpp"
 #include "campaign/store.hpp"
 #include "core/error.hpp"
 
@@ -142,6 +144,29 @@ TEST(Store, JudgeScoresWaitForTheJudge) {
   ASSERT_EQ(store.judge_scores().size(), 1u);
   EXPECT_EQ(store.judge_scores()[0].score, 8);
   EXPECT_THROW(store.put_judge_score({"m/a/none/0", "style", "judge-1", 1, std::nullopt, "{}", "t"}), Error);
+}
+
+TEST(Store, TheJudgesScoreFilesInRunFoldersAreImported) {
+  const auto dir = fresh_dir("judge_import");
+  Store store(dir / "campaign.db");
+  store.init(info(), planned());
+  const auto run_dir = dir / "runs" / "one";
+  fs::create_directories(run_dir / "judge");
+  store.mark_running("m/a/none/0", run_dir.string(), "t");
+  std::ofstream(run_dir / "judge" / "code-judge-x.json")
+      << R"({"kind": "code", "task": "a", "judge": {"model": "judge-x"}, "complete": true, "score": 62.5, "items": {}})";
+  std::ofstream(run_dir / "judge" / "design-judge-x.json")
+      << R"({"kind": "design", "judge": {"model": "judge-x"}, "complete": false, "score": 10})";  // stopped by a cap
+  std::ofstream(run_dir / "judge" / "broken.json") << "{";
+  std::vector<std::string> warnings;
+  EXPECT_EQ(import_judge_scores(store, &warnings), 1);
+  EXPECT_EQ(import_judge_scores(store, &warnings), 1);  // again: the same row, refreshed
+  ASSERT_EQ(store.judge_scores().size(), 1u);
+  EXPECT_EQ(store.judge_scores()[0].kind, "implementation");
+  EXPECT_EQ(store.judge_scores()[0].score, 62.5);
+  EXPECT_EQ(*store.judge_scores()[0].max_score, 100.0);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("broken.json"), std::string::npos);
 }
 
 }  // namespace

@@ -142,6 +142,11 @@ print(f"ok: 60 runs finished once each ({resumed} resumed from their transcripts
       f"3 expert and {reruns} re-run evaluations")
 PY
 
+# A judge score file in a run folder, where `d2k judge code <run folder>` writes it (docs/judge.md).
+mkdir -p "$CAMPAIGN/runs/expert__act__silu_and_mul__none__0/judge"
+echo '{"kind": "code", "task": "act/silu_and_mul", "judge": {"model": "judge-x"}, "complete": true, "score": 62.5, "items": {}}' \
+  > "$CAMPAIGN/runs/expert__act__silu_and_mul__none__0/judge/code-judge-x.json"
+
 # The report: terminal, JSON, CSV.
 "$D2K" report "$CAMPAIGN" --json "$WORK/report.json" --csv "$WORK/csv" > "$WORK/report.txt"
 cat "$WORK/report.txt"
@@ -171,7 +176,8 @@ assert lo <= paired[("weak", "L1")]["ratio"] <= hi
 assert paired[("weak", "L1")]["wilcoxon"]["n"] == 6
 ablation = [(d["model"], d["against"], d["condition"]) for d in r["ablation"]]
 assert ("weak", "none", "L1") in ablation and ("weak", "L1+L2", "L1+L2+L3") in ablation and len(ablation) == 6
-assert len(r["cells"]) == 30 and r["judge"]["implementation_vs_score_spearman"] is None
+assert len(r["cells"]) == 30 and r["judge"]["implementation_pairs"] == 1
+assert abs(arms[("expert", "none")]["judge"] - 0.625) < 1e-12 and arms[("expert", "L1")]["judge"] is None
 assert any(a["model"] == "expert" for a in r["all_correct"])
 assert arms[("expert", "none")]["cost_usd"] > 0 and arms[("expert", "none")]["cost_usd_per_pass"] > 0
 rows = list(csv.reader(open(os.path.join(sys.argv[2], "arms.csv"))))
