@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "agent/records.hpp"
 #include "agent/workspace.hpp"
@@ -75,6 +76,9 @@ bool crash_due(const char* point) {
   const auto name = state.spec.substr(0, colon);
   const int nth = colon == std::string::npos ? 1 : std::atoi(state.spec.c_str() + colon + 1);
   if (name != point) return false;
+  // A campaign drives several runs on threads of one process (src/campaign): the count is the process's.
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
   return ++state.seen[point] == nth;
 }
 

@@ -17,7 +17,8 @@ int run_cli(int argc, char** argv) {
   const Command commands[] = {add_tasks_command(app, global),    add_new_task_command(app, global),
                               add_eval_command(app, global),     add_bench_command(app, global),
                               add_ceilings_command(app, global), add_agent_command(app, global),
-                              add_judge_command(app, global)};
+                              add_judge_command(app, global),
+                              add_campaign_command(app, global), add_report_command(app, global)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -31,5 +31,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& global);
 Command add_ceilings_command(CLI::App& app, const GlobalOptions& global);
 Command add_agent_command(CLI::App& app, const GlobalOptions& global);
 Command add_judge_command(CLI::App& app, const GlobalOptions& global);
+Command add_campaign_command(CLI::App& app, const GlobalOptions& global);
+Command add_report_command(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace d2k

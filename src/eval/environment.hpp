@@ -5,6 +5,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -24,6 +26,10 @@ struct EvalEnvironment {
   std::filesystem::path scratch_dir;  // a fresh folder per worker (its working directory), removed after it
   std::filesystem::path worker;       // the d2k-worker executable
   std::optional<Sandbox> sandbox;     // builds and workers run in it (its mode and launcher)
+  // Where several evaluations share the device (a campaign's runs): takes the device's lock, exclusive
+  // for timed work, shared for untimed checks, held until the returned handle is dropped. Empty: no lock
+  // (one evaluation at a time, as in `d2k eval`). src/campaign/device_locks.hpp makes one.
+  std::function<std::shared_ptr<void>(bool exclusive)> hold_device;
 };
 
 // What the environment is made from: the command line's choices and the places it resolved.

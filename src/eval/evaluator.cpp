@@ -310,6 +310,10 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
   const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
   auto oracles = start_oracles(task, *code, scalars, first, second, environment_.device, request, step);
+  // The device's lock (a campaign's concurrent runs), from the worker's start to the workload's end (its
+  // checks and the baselines' timing): exclusive when timed, so that nothing else runs on the device
+  // while the clock does; shared when only checked.
+  const auto hold = environment_.hold_device ? environment_.hold_device(settings_.time) : nullptr;
   step(settings_.time ? "running and timing the solution" : "running the solution", "worker");
   WorkerLaunch launch = launch_for(environment_, settings_);
   launch.before_first_clock = [&oracles] { oracles.wait(); };

@@ -1,0 +1,152 @@
+// `d2k campaign run PLAN` (and `--dry-run`), `d2k campaign status CAMPAIGN`: campaigns of agent runs
+// (src/campaign). Exit status of run: 0 when every run finished (whatever the models scored), 1 when
+// some run failed for d2k's own reasons (it is tried again by the next `d2k campaign run`), 2 for bad
+// usage or a harness error.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "campaign/estimate.hpp"
+#include "campaign/plan.hpp"
+#include "campaign/runner.hpp"
+#include "campaign/store.hpp"
+#include "cli/campaign_paths.hpp"
+#include "cli/commands.hpp"
+#include "cli/run_options.hpp"
+#include "core/error.hpp"
+#include "core/task_loader.hpp"
+#include "eval/workloads.hpp"
+
+namespace d2k {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace d2k::campaign;
+
+struct CampaignOptions {
+  std::string plan;
+  std::string dir;  // default: <cache>/campaigns/<name>
+  bool dry_run = false;
+  std::string sandbox;  // overrides the plan's (the machine's choice, as for d2k agent)
+  double progress_seconds = 10;
+  std::string campaign;  // status
+};
+
+// The plan's models and tasks, checked against the models file and the tree; errors name the plan.
+void check_plan(const Plan& plan, const std::map<std::string, llm::ModelConfig>& models, const Context& context,
+                std::map<std::string, Task>& tasks) {
+  const auto file = plan.file.string();
+  for (const auto& name : plan.models)
+    if (!models.count(name)) {
+      std::string known;
+      for (const auto& [key, config] : models) known += (known.empty() ? "" : ", ") + key;
+      fail("{}: campaign.models: '{}' is not a model of {} (it has: {})", file, name, plan.models_file.string(), known);
+    }
+  for (const auto& name : plan.tasks) {
+    try {
+      tasks.emplace(name, load_task(context.tasks_dir, name));
+    } catch (const std::exception& e) {
+      fail("{}: campaign.tasks: '{}': {}", file, name, e.what());
+    }
+    if (auto it = plan.workloads.find(name); it != plan.workloads.end()) {
+      try {
+        select_workloads(tasks.at(name), it->second, false);
+      } catch (const std::exception& e) {
+        fail("{}: workloads.\"{}\": {}", file, name, e.what());
+      }
+    }
+  }
+}
+
+int run_command(const CampaignOptions& o, const GlobalOptions& global) {
+  auto plan = load_plan(o.plan);
+  if (!o.sandbox.empty()) plan.sandbox = o.sandbox;
+  std::map<std::string, llm::ModelConfig> models;
+  try {
+    models = llm::load_models(plan.models_file);
+  } catch (const std::exception& e) {
+    fail("{}: campaign.models_file: {}", plan.file.string(), e.what());
+  }
+  const auto context = make_context(global.root);
+  CampaignSetup setup;
+  check_plan(plan, models, context, setup.tasks);
+  if (o.dry_run) {
+    print_estimate(std::cout, plan, estimate(plan, models));
+    return 0;
+  }
+  RunOptions run;
+  run.device = plan.device;
+  run.sandbox = plan.sandbox;
+  run.max_seconds = plan.timing.max_seconds;
+  run.min_samples = plan.timing.min_samples;
+  run.warmup = plan.timing.warmup;
+  run.timeout = plan.timing.worker_timeout_seconds;
+  run.no_baseline = !plan.timing.baseline;
+  setup.environment = make_environment(environment_options(run, context));
+  setup.eval = eval_settings(run, setup.environment.device);
+  setup.plan = plan;
+  setup.paths.dir = o.dir.empty() ? context.cache_dir / "campaigns" / plan.name : fs::absolute(o.dir);
+  setup.models = models;
+  setup.locks_dir = context.cache_dir / "locks";
+  setup.root = context.root.string();
+  setup.out = &std::cerr;
+  setup.progress_seconds = o.progress_seconds;
+  std::cerr << fmt::format("d2k campaign: {} in {}\n", plan.name, setup.paths.dir.string());
+  const auto outcome = run_campaign(setup);
+  std::cout << fmt::format("campaign {}: {} of {} runs finished, {} passed, {} failed; d2k report {}\n", plan.name,
+                           outcome.finished, outcome.runs, outcome.passed, outcome.failed, setup.paths.dir.string());
+  return outcome.failed > 0 ? 1 : 0;
+}
+
+int status_command(const CampaignOptions& o, const GlobalOptions& global) {
+  const auto paths = campaign_paths(o.campaign, make_context(global.root));
+  Store store(paths.store());
+  const auto info = store.campaign();
+  if (!info) fail("{}: the store holds no campaign yet", paths.store().string());
+  int counts[4] = {};
+  const auto runs = store.runs();
+  for (const auto& r : runs) ++counts[static_cast<int>(r.state)];
+  const auto usage = store.usage_totals();
+  const auto holder = CampaignLock::holder(paths.lock());
+  std::cout << fmt::format("campaign {} ({} device, {}): {}\n", info->name, info->device, info->device_name,
+                           holder ? fmt::format("being run by process {}", *holder)
+                                  : fmt::format("not running (continue with d2k campaign run {})", info->plan_file));
+  std::cout << fmt::format("runs: {} in all, {} finished, {} running, {} pending, {} failed\n", runs.size(), counts[2],
+                           counts[1], counts[0], counts[3]);
+  std::cout << fmt::format("responses: {}; tokens: {} input ({} cached), {} output; cost ${:.4f}\n", usage.responses,
+                           usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.cost_usd);
+  for (const auto& r : runs) {
+    if (r.state == RunState::running) {
+      const auto turns = store.turns(r.plan.key);
+      std::cout << fmt::format("  running {}: {} turns so far, started {}\n", r.plan.key, turns.size(), r.started);
+    } else if (r.state == RunState::failed) {
+      std::cout << fmt::format("  failed {}: {}\n", r.plan.key, r.error);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_campaign_command(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<CampaignOptions>();
+  auto* command = app.add_subcommand("campaign", "campaigns of agent runs: models x tasks x conditions x repeats");
+  command->require_subcommand(1);
+  auto* run = command->add_subcommand("run", "run (or continue) the campaign of a plan");
+  run->add_option("plan", options->plan, "the plan (TOML; see docs/campaigns.md)")->required();
+  run->add_option("--dir", options->dir, "the campaign's folder (default: <cache>/campaigns/<campaign.name>)");
+  run->add_flag("--dry-run", options->dry_run, "print the runs and the token and dollar bounds; run nothing");
+  run->add_option("--sandbox", options->sandbox, "strict, best-effort or off (overrides the plan's)");
+  run->add_option("--progress-seconds", options->progress_seconds, "a progress line this often")->capture_default_str();
+  auto* status = command->add_subcommand("status", "where a campaign stands (reads its store; safe while it runs)");
+  status->add_option("campaign", options->campaign, "the campaign's folder, its campaign.db, or its name")->required();
+  return {command, [options, &global, run, status]() -> int {
+            if (run->parsed()) return run_command(*options, global);
+            if (status->parsed()) return status_command(*options, global);
+            return 2;
+          }};
+}
+
+}  // namespace d2k

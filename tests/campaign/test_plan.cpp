@@ -1,0 +1,110 @@
+// plan.toml: the runs it expands to, paired seeds, and errors that name the file, line, field and value.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "campaign/plan.hpp"
+#include "core/error.hpp"
+
+namespace d2k::campaign {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path write_plan(const std::string& name, const std::string& text) {
+  const auto dir = fs::temp_directory_path() / ("d2k_test_plan_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto file = dir / name;
+  std::ofstream(file) << text;
+  return file;
+}
+
+constexpr const char* kPlan = R"toml([campaign]
+name = "laptop"
+seed = 7
+models_file = "models.toml"
+models = ["a", "b"]
+tasks = ["act/silu_and_mul", "moe/topk_softmax"]
+conditions = ["none", "L1", "L1+L2+L3", "design-only"]
+repeats = 2
+device = "cpu"
+
+[workloads]
+"moe/topk_softmax" = ["qwen3-30b-T1"]
+
+[budget]
+turns = 12
+max_cost_usd = 1.5
+
+[timing]
+max_seconds = 0.05
+min_samples = 2
+
+[concurrency]
+runs = 6
+per_endpoint = 3
+)toml";
+
+std::string error_of(const std::string& text) {
+  try {
+    load_plan(write_plan("bad.toml", text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Plan, ExpandsToPairedRuns) {
+  const auto plan = load_plan(write_plan("plan.toml", kPlan));
+  EXPECT_EQ(plan.name, "laptop");
+  EXPECT_EQ(plan.models_file, plan.file.parent_path() / "models.toml");
+  EXPECT_EQ(plan.budget.max_turns, 12);
+  EXPECT_EQ(*plan.budget.max_cost_usd, 1.5);
+  EXPECT_EQ(plan.timing.min_samples, 2);
+  EXPECT_EQ(plan.concurrent_runs, 6);
+  EXPECT_EQ(plan.per_endpoint, 3);
+  EXPECT_EQ(plan.workloads.at("moe/topk_softmax"), std::vector<std::string>{"qwen3-30b-T1"});
+  const auto runs = plan.runs();
+  ASSERT_EQ(runs.size(), 2u * 2 * 4 * 2);
+  EXPECT_EQ(runs[0].key, "a/act/silu_and_mul/none/0");
+  EXPECT_EQ(runs[1].key, "a/act/silu_and_mul/none/1");
+  // Paired arms share the seed: every condition and every model of a (task, repeat); repeats and tasks differ.
+  for (const auto& r : runs) EXPECT_EQ(r.seed, paired_seed(7, r.task, r.repeat)) << r.key;
+  EXPECT_NE(paired_seed(7, "act/silu_and_mul", 0), paired_seed(7, "act/silu_and_mul", 1));
+  EXPECT_NE(paired_seed(7, "act/silu_and_mul", 0), paired_seed(7, "moe/topk_softmax", 0));
+  EXPECT_NE(paired_seed(7, "act/silu_and_mul", 0), paired_seed(8, "act/silu_and_mul", 0));
+  EXPECT_EQ(folder_of("a/act/silu_and_mul/L1+L2/0"), "a__act__silu_and_mul__L1+L2__0");
+}
+
+TEST(Plan, ErrorsNameTheFileLineFieldAndValue) {
+  std::string text = kPlan;
+  auto with = [&](const std::string& from, const std::string& to) {
+    auto t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  auto e = error_of(with("repeats = 2", "repeats = 0"));
+  EXPECT_NE(e.find("bad.toml:8"), std::string::npos) << e;
+  EXPECT_NE(e.find("campaign.repeats = 0: must be at least 1"), std::string::npos) << e;
+  e = error_of(with("\"L1+L2+L3\"", "\"L4\""));
+  EXPECT_NE(e.find("campaign.conditions[2] = \"L4\": unknown condition"), std::string::npos) << e;
+  e = error_of(with("device = \"cpu\"", "device = \"tpu\""));
+  EXPECT_NE(e.find("campaign.device = \"tpu\": must be auto, cuda or cpu"), std::string::npos) << e;
+  e = error_of(with("turns = 12", "turn = 12"));
+  EXPECT_NE(e.find("budget.turn"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+  e = error_of(with("\"moe/topk_softmax\" = [", "\"attn/decode_mla\" = ["));
+  EXPECT_NE(e.find("names a task that campaign.tasks does not list"), std::string::npos) << e;
+  e = error_of(with("models = [\"a\", \"b\"]", "models = [\"a\", \"a\"]"));
+  EXPECT_NE(e.find("campaign.models[1] = \"a\": is listed twice"), std::string::npos) << e;
+  e = error_of(with("name = \"laptop\"\n", ""));
+  EXPECT_NE(e.find("missing required key 'name'"), std::string::npos) << e;
+  e = error_of(with("max_seconds = 0.05", "max_seconds = 0"));
+  EXPECT_NE(e.find("timing.max_seconds = 0: must be above 0"), std::string::npos) << e;
+  e = error_of("[campaign\nname = 1");
+  EXPECT_NE(e.find("not TOML"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace d2k::campaign
