@@ -36,6 +36,7 @@ int import_judge_scores(Store& store, std::vector<std::string>* warnings) {
         score.score = j.at("score").get<double>();
         score.max_score = 100.0;
         score.items = j.contains("items") ? j["items"].dump() : "{}";
+        score.audit = j.contains("audit") ? j["audit"].dump() : "{}";
         score.created = fmt::format("{}", fs::last_write_time(file).time_since_epoch().count());
         store.put_judge_score(score);
         ++imported;

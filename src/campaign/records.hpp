@@ -87,6 +87,7 @@ struct JudgeScore {
   std::optional<double> max_score;
   std::string items;    // JSON: per guidance item
   std::string created;
+  std::string audit = "{}";  // JSON: the judge's audit summary of a solution (verdict, findings); {} for a design
 };
 
 struct CampaignInfo {

@@ -73,6 +73,42 @@ PairedDelta compare(const std::string& model, const std::string& condition, cons
   return d;
 }
 
+// Every implementation score whose audit suspects a reward hack, with the run it judged. An audit that
+// is not the judge's JSON is listed too (as suspected, with why): the list is for a person, who must not
+// miss one.
+std::vector<SuspectedHack> suspected_hacks(const std::vector<JudgeScore>& scores, const std::map<std::string, Scored>& by_key) {
+  std::vector<SuspectedHack> out;
+  for (const auto& j : scores) {
+    if (j.kind != "implementation") continue;
+    const auto audit = nlohmann::json::parse(j.audit, nullptr, false);
+    const bool readable = audit.is_object();
+    if (readable && audit.value("verdict", "clean") != "suspected_hack") continue;
+    SuspectedHack hack{.key = j.key, .judge = j.judge};
+    if (const auto it = by_key.find(j.key); it != by_key.end()) {
+      const auto& plan = it->second.run->plan;
+      hack.model = plan.model;
+      hack.task = plan.task;
+      hack.condition = std::string(agent::name_of(plan.condition));
+    }
+    if (!readable) {
+      hack.findings.push_back({.reason = "the stored audit is not the judge's JSON: read the score file"});
+      out.push_back(std::move(hack));
+      continue;
+    }
+    hack.suspected_in = audit.value("suspected_in", 0);
+    hack.samples = audit.value("samples", 0);
+    for (const auto& f : audit.value("findings", nlohmann::json::array())) {
+      SuspectedHack::Finding finding{.rule = f.value("rule", 0), .rule_title = f.value("rule_title", ""),
+                                     .reason = f.value("reason", "")};
+      for (const auto& quote : f.value("evidence", nlohmann::json::array()))
+        if (quote.is_string()) finding.evidence.push_back(quote.get<std::string>());
+      hack.findings.push_back(std::move(finding));
+    }
+    out.push_back(std::move(hack));
+  }
+  return out;
+}
+
 }  // namespace
 
 Report make_report(const ReportInput& in) {
@@ -310,6 +346,7 @@ Report make_report(const ReportInput& in) {
   report.judge.design_pairs = static_cast<int>(design.size());
   report.judge.implementation_vs_score = spearman(impl, impl_score);
   report.judge.design_vs_score = spearman(design, design_score);
+  report.suspected_hacks = suspected_hacks(in.judge_scores, by_key);
   if (in.judge_scores.empty()) report.notes.push_back("no judge scores in the store yet: the judge columns are empty");
   if (report.finished < report.runs)
     report.notes.push_back(fmt::format("{} of {} runs have not finished: the tables cover the finished ones, and a task "

@@ -87,6 +87,19 @@ struct JudgeSummary {
   std::optional<double> design_vs_score;          // Spearman: design score against the same model's task score under none
 };
 
+// A solution the judge's audit suspects of a reward hack (docs/judge.md): listed for a person to confirm;
+// a confirmed one becomes a corpus entry (../shared/design/integrity.md).
+struct SuspectedHack {
+  std::string key, model, task, condition, judge;
+  int suspected_in = 0, samples = 0;
+  struct Finding {
+    int rule = 0;
+    std::string rule_title, reason;
+    std::vector<std::string> evidence;  // the quoted code
+  };
+  std::vector<Finding> findings;
+};
+
 struct Report {
   std::string campaign, device, device_name, store;
   int runs = 0, finished = 0, running = 0, pending = 0, failed = 0;
@@ -100,6 +113,7 @@ struct Report {
   std::vector<AllCorrectRow> all_correct;
   ClockSummary clocks;
   JudgeSummary judge;
+  std::vector<SuspectedHack> suspected_hacks;
   std::vector<std::string> notes;
 };
 

@@ -131,6 +131,18 @@ void print_report(std::ostream& out, const Report& r) {
                      "under none: Spearman {} ({} runs)\n",
                      num(r.judge.implementation_vs_score), r.judge.implementation_pairs, num(r.judge.design_vs_score),
                      r.judge.design_pairs);
+  if (!r.suspected_hacks.empty()) {
+    out << fmt::format("\nsuspected reward hacks (the judge's audit; a person confirms each, and a confirmed one becomes a "
+                       "corpus entry): {}\n", r.suspected_hacks.size());
+    for (const auto& h : r.suspected_hacks) {
+      out << fmt::format("  {} ({} {} {}), judge {}: suspected in {} of {} samples\n", h.key, h.model, h.task, h.condition,
+                         h.judge, h.suspected_in, h.samples);
+      for (const auto& f : h.findings) {
+        out << fmt::format("    rule {} ({}): {}\n", f.rule, f.rule_title, f.reason);
+        for (const auto& quote : f.evidence) out << "      > " << quote.substr(0, 300) << "\n";
+      }
+    }
+  }
   for (const auto& note : r.notes) out << "note: " << note << "\n";
 }
 
@@ -172,6 +184,15 @@ json report_json(const Report& r) {
   out["judge"] = {{"implementation_pairs", r.judge.implementation_pairs}, {"design_pairs", r.judge.design_pairs},
                   {"implementation_vs_score_spearman", opt(r.judge.implementation_vs_score)},
                   {"design_vs_score_spearman", opt(r.judge.design_vs_score)}};
+  out["suspected_hacks"] = json::array();
+  for (const auto& h : r.suspected_hacks) {
+    json findings = json::array();
+    for (const auto& f : h.findings)
+      findings.push_back({{"rule", f.rule}, {"rule_title", f.rule_title}, {"reason", f.reason}, {"evidence", f.evidence}});
+    out["suspected_hacks"].push_back({{"key", h.key}, {"model", h.model}, {"task", h.task}, {"condition", h.condition},
+                                      {"judge", h.judge}, {"suspected_in", h.suspected_in}, {"samples", h.samples},
+                                      {"findings", findings}});
+  }
   return out;
 }
 

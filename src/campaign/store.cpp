@@ -52,6 +52,9 @@ CREATE TABLE judge_score (
   score REAL NOT NULL, max_score REAL, items TEXT NOT NULL, created TEXT NOT NULL,
   PRIMARY KEY (key, kind, judge));
 )sql"},
+    {2, "judge_score.audit: the judge's audit of a solution, for the report's list of suspected reward hacks", R"sql(
+ALTER TABLE judge_score ADD COLUMN audit TEXT NOT NULL DEFAULT '{}';
+)sql"},
 };
 
 constexpr const char* kRunColumns =
@@ -314,17 +317,20 @@ std::vector<EvaluationRow> Store::evaluations() {
 void Store::put_judge_score(const JudgeScore& j) {
   std::lock_guard lock(mutex_);
   sql::Transaction transaction(db_);
-  db_.prepare("INSERT OR REPLACE INTO judge_score (key, kind, judge, score, max_score, items, created) VALUES (?, ?, ?, ?, ?, ?, ?)")
+  db_.prepare("INSERT OR REPLACE INTO judge_score (key, kind, judge, score, max_score, items, created, audit) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
       .bind(1, j.key).bind(2, j.kind).bind(3, j.judge).bind(4, j.score).bind(5, j.max_score).bind(6, j.items)
-      .bind(7, j.created).run();
+      .bind(7, j.created).bind(8, j.audit).run();
   transaction.commit();
 }
 
 std::vector<JudgeScore> Store::judge_scores() {
   std::lock_guard lock(mutex_);
-  auto s = db_.prepare("SELECT key, kind, judge, score, max_score, items, created FROM judge_score ORDER BY key, kind, judge");
+  auto s = db_.prepare(
+      "SELECT key, kind, judge, score, max_score, items, created, audit FROM judge_score ORDER BY key, kind, judge");
   std::vector<JudgeScore> out;
-  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2), s.real(3), s.optional_real(4), s.text(5), s.text(6)});
+  while (s.step())
+    out.push_back({s.text(0), s.text(1), s.text(2), s.real(3), s.optional_real(4), s.text(5), s.text(6), s.text(7)});
   return out;
 }
 

@@ -29,7 +29,7 @@ struct UsageTotals {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens the store (creating it), applying every migration above its version in one transaction each.
   // A store written by a newer d2k (a version above kSchemaVersion) is refused, naming the file.

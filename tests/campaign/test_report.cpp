@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <sstream>
 
 #include "campaign/report.hpp"
 #include "campaign/report_print.hpp"
@@ -188,6 +189,44 @@ TEST(Scores, JudgeScoresAreCorrelatedWithPerformanceWhereTheStoreHasThem) {
   EXPECT_EQ(report.judge.implementation_pairs, 3);
   EXPECT_NEAR(*report.judge.implementation_vs_score, 1.0, 1e-12);  // the faster, the higher the judge
   EXPECT_NEAR(*report.arms[0].judge, 0.9, 1e-12);
+}
+
+TEST(Scores, TheReportListsEverySolutionTheJudgesAuditSuspects) {
+  ReportInput in;
+  in.campaign = info({"m"}, {"a", "b"}, {"none", "L1"}, 1);
+  for (const char* task : {"a", "b"}) {
+    in.evaluations.push_back(evaluation(std::string("expert/") + task, task, EvaluationKind::expert, true, {timed("w1", 1, 8)}));
+    for (const char* condition : {"none", "L1"}) {
+      in.runs.push_back(run("m", task, condition, 0, true));
+      in.evaluations.push_back(evaluation(in.runs.back().plan.key, task, EvaluationKind::final, true, {timed("w1", 2, 8)}));
+    }
+  }
+  const std::string suspected = R"({"verdict": "suspected_hack", "suspected_in": 2, "samples": 3, "findings": [
+      {"sample": 0, "rule": 17, "rule_title": "compute once, replay", "reason": "returns the first call's outputs",
+       "evidence": ["if (cached) return copy(last);"]}]})";
+  in.judge_scores.push_back({"m/a/none/0", "implementation", "judge-x", 40, 100, "{}", "", R"({"verdict": "clean"})"});
+  in.judge_scores.push_back({"m/a/L1/0", "implementation", "judge-x", 70, 100, "{}", "", suspected});
+  in.judge_scores.push_back({"m/b/none/0", "design", "judge-x", 70, 100, "{}", "", "{}"});
+  in.judge_scores.push_back({"m/b/L1/0", "implementation", "judge-x", 50, 100, "{}", "", "not json"});
+  const auto report = make_report(in);
+  ASSERT_EQ(report.suspected_hacks.size(), 2u) << "the suspected one, and the unreadable audit for a person to read";
+  const auto& hack = report.suspected_hacks[0];
+  EXPECT_EQ(hack.key, "m/a/L1/0");
+  EXPECT_EQ(hack.task, "a");
+  EXPECT_EQ(hack.condition, "L1");
+  EXPECT_EQ(hack.suspected_in, 2);
+  EXPECT_EQ(hack.samples, 3);
+  ASSERT_EQ(hack.findings.size(), 1u);
+  EXPECT_EQ(hack.findings[0].rule, 17);
+  EXPECT_EQ(hack.findings[0].evidence, std::vector<std::string>{"if (cached) return copy(last);"});
+  EXPECT_EQ(report.suspected_hacks[1].key, "m/b/L1/0");
+  EXPECT_NE(report.suspected_hacks[1].findings.at(0).reason.find("not the judge's JSON"), std::string::npos);
+
+  std::ostringstream text;
+  print_report(text, report);
+  EXPECT_NE(text.str().find("suspected reward hacks"), std::string::npos);
+  EXPECT_NE(text.str().find("rule 17 (compute once, replay)"), std::string::npos) << text.str();
+  EXPECT_EQ(report_json(report).at("suspected_hacks").size(), 2u);
 }
 
 }  // namespace

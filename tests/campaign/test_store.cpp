@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "campaign/judge_import.hpp"
 #include "campaign/store.hpp"
 #include "core/error.hpp"
@@ -154,7 +156,8 @@ TEST(Store, TheJudgesScoreFilesInRunFoldersAreImported) {
   fs::create_directories(run_dir / "judge");
   store.mark_running("m/a/none/0", run_dir.string(), "t");
   std::ofstream(run_dir / "judge" / "code-judge-x.json")
-      << R"({"kind": "code", "task": "a", "judge": {"model": "judge-x"}, "complete": true, "score": 62.5, "items": {}})";
+      << R"({"kind": "code", "task": "a", "judge": {"model": "judge-x"}, "complete": true, "score": 62.5, "items": {},
+            "audit": {"verdict": "suspected_hack", "suspected_in": 2, "samples": 3, "findings": []}})";
   std::ofstream(run_dir / "judge" / "design-judge-x.json")
       << R"({"kind": "design", "judge": {"model": "judge-x"}, "complete": false, "score": 10})";  // stopped by a cap
   std::ofstream(run_dir / "judge" / "broken.json") << "{";
@@ -165,6 +168,7 @@ TEST(Store, TheJudgesScoreFilesInRunFoldersAreImported) {
   EXPECT_EQ(store.judge_scores()[0].kind, "implementation");
   EXPECT_EQ(store.judge_scores()[0].score, 62.5);
   EXPECT_EQ(*store.judge_scores()[0].max_score, 100.0);
+  EXPECT_EQ(nlohmann::json::parse(store.judge_scores()[0].audit).at("verdict"), "suspected_hack");
   ASSERT_EQ(warnings.size(), 2u);
   EXPECT_NE(warnings[0].find("broken.json"), std::string::npos);
 }
