@@ -23,14 +23,6 @@ class Reader : public TomlSource {
  public:
   using TomlSource::TomlSource;
 
-  void closed(const toml::table& table, const std::string& path, std::initializer_list<std::string_view> allowed) const {
-    for (auto&& [key, node] : table) {
-      if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
-      std::string known;
-      for (auto name : allowed) known += (known.empty() ? "" : ", ") + std::string(name);
-      error(&node, join(path, key.str()), fmt::format("unknown key (known keys: {})", known));
-    }
-  }
   static std::string join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : path + "." + std::string(key);
   }

@@ -1,5 +1,6 @@
 #include "core/toml_source.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -40,6 +41,17 @@ std::string show(const toml::node& node) {
 
 void TomlSource::error(const toml::node* at, const std::string& field, const std::string& message) const {
   fail("{}: {}", prefix(at, field), message);
+}
+
+void TomlSource::closed(const toml::table& table, const std::string& path,
+                        std::initializer_list<std::string_view> allowed) const {
+  for (auto&& [key, node] : table) {
+    if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
+    std::string known;
+    for (auto name : allowed) known += (known.empty() ? "" : ", ") + std::string(name);
+    error(&node, path.empty() ? std::string(key.str()) : path + "." + std::string(key.str()),
+          fmt::format("unknown key (known keys: {})", known));
+  }
 }
 
 void TomlSource::bad(const toml::node& at, const std::string& field, const std::string& message) const {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #if __has_include(<toml++/toml.hpp>)
 #include <toml++/toml.hpp>
@@ -27,6 +29,9 @@ class TomlSource {
   [[noreturn]] void error(const toml::node* at, const std::string& field, const std::string& message) const;
   // An error about the value of a field: the message shows the value as written.
   [[noreturn]] void bad(const toml::node& at, const std::string& field, const std::string& message) const;
+  // A table whose keys must all be among `allowed` (a typo cannot pass): the first other key is an
+  // error that names it as path.key and lists the known ones. `path` empty: the file's top level.
+  void closed(const toml::table& table, const std::string& path, std::initializer_list<std::string_view> allowed) const;
 
  private:
   std::string prefix(const toml::node* at, const std::string& field) const;

@@ -23,17 +23,6 @@ class Reader : public TomlSource {
  public:
   using TomlSource::TomlSource;
 
-  // A table whose keys must all be among `allowed`.
-  void closed(const toml::table& table, const std::string& path, std::initializer_list<std::string_view> allowed) const {
-    for (auto&& [key, node] : table) {
-      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
-        std::string known;
-        for (auto name : allowed) known += (known.empty() ? "" : ", ") + std::string(name);
-        error(&node, path + "." + std::string(key.str()), fmt::format("unknown key (known keys: {})", known));
-      }
-    }
-  }
-
   std::string string(const toml::node& node, const std::string& field) const {
     auto value = node.value_exact<std::string>();
     if (!value) bad(node, field, "must be a string");
@@ -233,9 +222,7 @@ std::map<std::string, ModelConfig> load_models(const fs::path& file) {
     fail("{}:{}:{}: invalid TOML: {}", file.string(), error.source().begin.line, error.source().begin.column,
          error.description());
   }
-  for (auto&& [key, node] : root) {
-    if (key.str() != "models") reader.error(&node, std::string(key.str()), "unknown key (known keys: models)");
-  }
+  reader.closed(root, "", {"models"});
   const toml::node* models = root.get("models");
   if (models == nullptr) reader.error(nullptr, "models", "missing: the file defines no [models.<name>] table");
   const toml::table& tables = reader.table(*models, "models");
