@@ -1,6 +1,7 @@
 // The HTML report (campaign/report_html.hpp) on the hand campaign of report_fixture.hpp: its tables are
 // report_tables() cell for cell, its charts draw what the report holds, every string from the store is
 // escaped, and nothing in it loads from the network.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,11 +30,18 @@ TEST(ReportHtml, TablesAreTheTerminalsCellForCell) {
   for (const auto& t : report_tables(report)) {
     SCOPED_TRACE(t.name);
     ASSERT_FALSE(t.rows.empty());
-    EXPECT_EQ(count(html, "<table id=\"table-" + t.name + "\">"), 1u);
+    const std::string open = "<table id=\"table-" + t.name + "\">";
+    ASSERT_EQ(count(html, open), 1u);
+    const auto begin = html.find(open);
+    const auto table = html.substr(begin, html.find("</table>", begin) - begin);
+    std::string header = "<tr>";
+    for (const auto& c : t.columns) header += "<th>" + html_escape(c) + "</th>";
+    EXPECT_EQ(count(table, header + "</tr>"), 1u) << header;
+    EXPECT_EQ(count(table, "<tr>"), t.rows.size() + 1);
     for (const auto& row : t.rows) {
       std::string tr = "<tr>";
       for (const auto& cell : row) tr += "<td>" + html_escape(cell) + "</td>";
-      EXPECT_EQ(count(html, tr + "</tr>"), 1u) << tr;
+      EXPECT_EQ(count(table, tr + "</tr>"), 1u) << tr;
     }
   }
   // The header: the failed run, and what scored the runs.
