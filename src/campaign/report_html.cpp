@@ -53,10 +53,14 @@ std::string y_axis(double lo, double hi, const std::string& label, Map map, bool
   return s;
 }
 
-std::string legend(const std::vector<std::string>& names, const std::string& shape = "rect") {
+// A legend entry per name, in its palette colour; `shown` (when given) leaves out the names without marks.
+std::string legend(const std::vector<std::string>& names, const std::string& shape = "rect",
+                   const std::vector<std::string>* shown = nullptr) {
   std::string s;
+  double row = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    const double y = kTop + 10 + 18 * static_cast<double>(i);
+    if (shown && std::find(shown->begin(), shown->end(), names[i]) == shown->end()) continue;
+    const double y = kTop + 10 + 18 * row++;
     const double x = kLeft + kPlotW + 16;
     if (shape == "rect") s += fmt::format(R"(<rect x="{}" y="{}" width="12" height="12" fill="{}"/>)", xy(x), xy(y - 10), color(i));
     else s += fmt::format(R"(<circle cx="{}" cy="{}" r="5" fill="{}"/>)", xy(x + 6), xy(y - 4), color(i));
@@ -97,7 +101,9 @@ std::string score_chart(const Report& r) {
     s += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)", xy(kLeft + group * (static_cast<double>(m) + 0.5)),
                      xy(kTop + kPlotH + 18), html_escape(r.models[m]));
   }
-  s += legend(r.conditions);
+  std::vector<std::string> drawn;
+  for (const auto* a : arms) drawn.push_back(a->condition);
+  s += legend(r.conditions, "rect", &drawn);
   return figure("chart-score", s,
                 "Performance Score (geomean over tasks of the task score; 1 = the expert's speed) per model and condition. "
                 "A score has no interval of its own: the paired chart below carries the bootstrap intervals.");
