@@ -21,15 +21,17 @@ done
 echo "ok: report.html names no remote resource"
 
 # Chromium refuses to run as root without --no-sandbox (CI runs the tests as root in a container); the
-# profile folder keeps it off the user's. No display is needed in headless mode.
+# profile folder keeps it off the user's; --disable-dev-shm-usage: containers often give /dev/shm 64 MB. No
+# display is needed in headless mode.
 chrome() {
-  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run --no-default-browser-check \
+  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --no-default-browser-check \
     --user-data-dir="$WORK/chromium-profile" "$@" 2> >(grep -v -e 'dbus' -e 'Fontconfig' >> "$WORK/chromium.log")
 }
 T0=$(date +%s.%N)
-chrome --dump-dom "file://$WORK/report.html" > "$WORK/dom.html"
+chrome --dump-dom "file://$WORK/report.html" > "$WORK/dom.html" || fail_now "chromium --dump-dom failed: $WORK/chromium.log"
 T1=$(date +%s.%N)
-chrome --screenshot="$WORK/report.png" --window-size=1400,2000 "file://$WORK/report.html" > /dev/null
+chrome --screenshot="$WORK/report.png" --window-size=1400,2000 "file://$WORK/report.html" > /dev/null ||
+  fail_now "chromium --screenshot failed: $WORK/chromium.log"
 T2=$(date +%s.%N)
 echo "chromium: dump-dom $(python3 -c "print(f'{$T1-$T0:.1f}')") s, screenshot $(python3 -c "print(f'{$T2-$T1:.1f}')") s"
 
