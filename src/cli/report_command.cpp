@@ -1,5 +1,5 @@
 // `d2k report CAMPAIGN`: the campaign's numbers from its store (src/campaign/report.hpp) on the terminal,
-// and as JSON and CSV when asked. Exit status 0 (the report is printed), 2 for bad usage.
+// and as JSON, CSV and a self-contained HTML page when asked. Exit status 0 (the report is printed), 2 for bad usage.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -9,6 +9,7 @@
 
 #include "campaign/judge_import.hpp"
 #include "campaign/report.hpp"
+#include "campaign/report_html.hpp"
 #include "campaign/report_print.hpp"
 #include "campaign/store.hpp"
 #include "cli/campaign_paths.hpp"
@@ -22,6 +23,7 @@ struct ReportOptions {
   std::string campaign;
   std::string json;  // a file, or - for stdout
   std::string csv;   // a folder
+  std::string html;  // a file
 };
 
 int run_report(const ReportOptions& o, const GlobalOptions& global) {
@@ -52,6 +54,10 @@ int run_report(const ReportOptions& o, const GlobalOptions& global) {
   }
   if (!o.csv.empty())
     for (const auto& file : campaign::write_report_csv(report, o.csv)) std::cerr << "d2k report: wrote " << file.string() << "\n";
+  if (!o.html.empty()) {
+    campaign::write_report_html(report, o.html);
+    std::cerr << "d2k report: wrote " << o.html << "\n";
+  }
   return 0;
 }
 
@@ -63,6 +69,7 @@ Command add_report_command(CLI::App& app, const GlobalOptions& global) {
   command->add_option("campaign", options->campaign, "the campaign's folder, its campaign.db, or its name")->required();
   command->add_option("--json", options->json, "write the report as JSON to FILE ('-': stdout, instead of the tables)");
   command->add_option("--csv", options->csv, "write one CSV file per table into this folder");
+  command->add_option("--html", options->html, "write the report as one self-contained HTML page (tables and SVG charts) to FILE");
   return {command, [options, &global] { return run_report(*options, global); }};
 }
 

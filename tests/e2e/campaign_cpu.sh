@@ -147,8 +147,8 @@ mkdir -p "$CAMPAIGN/runs/expert__act__silu_and_mul__none__0/judge"
 echo '{"kind": "code", "task": "act/silu_and_mul", "judge": {"model": "judge-x"}, "complete": true, "score": 62.5, "items": {}}' \
   > "$CAMPAIGN/runs/expert__act__silu_and_mul__none__0/judge/code-judge-x.json"
 
-# The report: terminal, JSON, CSV.
-"$D2K" report "$CAMPAIGN" --json "$WORK/report.json" --csv "$WORK/csv" > "$WORK/report.txt"
+# The report: terminal, JSON, CSV, HTML (rendered in a browser by tests/e2e/report_html.sh).
+"$D2K" report "$CAMPAIGN" --json "$WORK/report.json" --csv "$WORK/csv" --html "$WORK/report.html" > "$WORK/report.txt"
 cat "$WORK/report.txt"
 "$PY" - "$WORK/report.json" "$WORK/csv" <<'PY'
 import json, sys, os, csv
@@ -187,4 +187,5 @@ for name in ["cells", "tasks", "paired", "ablation", "all_correct"]:
 print("ok: the report's arms, cells, paired deltas, ablation and CSV agree with the policy")
 PY
 grep -q "Paired against none" "$WORK/report.txt" || fail_now "the terminal report"
+grep -q '<table id="table-arms">' "$WORK/report.html" || fail_now "the HTML report has no arms table: $WORK/report.html"
 echo "ok: campaign_cpu took $(( $(date +%s) - STARTED )) s"
