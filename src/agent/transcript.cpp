@@ -14,24 +14,9 @@
 #include "agent/workspace.hpp"
 #include "core/timestamp.hpp"
 #include "core/error.hpp"
+#include "core/file_bytes.hpp"
 
 namespace d2k::agent {
-namespace {
-
-
-void write_all(int fd, const char* data, std::size_t size, const std::filesystem::path& file) {
-  while (size > 0) {
-    const auto n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot append to {}: {}", file.string(), std::strerror(errno));
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
-}  // namespace
 
 std::string dump_json(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -100,11 +85,11 @@ void TranscriptWriter::append(nlohmann::json record, bool sync) {
   line.update(record);
   std::string text = dump_json(line) + '\n';
   if (crash_due("write")) {
-    write_all(fd_, text.data(), text.size() / 2, file_);
+    write_all(fd_, std::string_view(text).substr(0, text.size() / 2), file_);
     ::fdatasync(fd_);
     crash_now("write");
   }
-  write_all(fd_, text.data(), text.size(), file_);
+  write_all(fd_, text, file_);
   if (sync && ::fdatasync(fd_) != 0) fail("cannot flush the transcript {}: {}", file_.string(), std::strerror(errno));
   ++seq_;
 }

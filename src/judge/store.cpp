@@ -48,18 +48,7 @@ SampleStore::~SampleStore() {
 
 void SampleStore::append(nlohmann::json record, bool sync) {
   record["time"] = utc_timestamp(true);
-  const auto line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const char* data = line.data();
-  std::size_t size = line.size();
-  while (size > 0) {
-    const auto n = ::write(fd_, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot append to {}: {}", file_.string(), std::strerror(errno));
-    }
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
+  write_all(fd_, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", file_);
   if (sync) ::fdatasync(fd_);
   records_.push_back(std::move(record));
 }
