@@ -39,8 +39,9 @@ std::string describe_tolerance(const Tolerance& t) {
   if (t.metric == Tolerance::Metric::sample)
     return fmt::format("sampled: every draw must lie in the allowed set; over many calls, each with a fresh '{}', the "
                        "draws must follow the task's distribution (and one seed must always give the same draws)", t.seed);
-  return fmt::format("every element within atol * rms(reference) + rtol * |reference| (atol {:g}, rtol {:g}), "
-                     "and normalized mean squared error at most {:g}", t.atol, t.rtol, t.nmse);
+  const char* rms = t.atol_scale == Tolerance::AtolScale::row ? "rms(the reference's row)" : "rms(reference)";
+  return fmt::format("every element within atol * {} + rtol * |reference| (atol {:g}, rtol {:g}), "
+                     "and normalized mean squared error at most {:g}", rms, t.atol, t.rtol, t.nmse);
 }
 
 std::string tensor_line(const TensorSpec& spec, bool output) {

@@ -46,6 +46,11 @@ struct Tolerance {
   double nmse = 1e-5;
   double rtol = 1e-2;
   double atol = 1e-3;
+  // The rms that atol scales: of the whole output, or of each element's row (the last dimension) for an
+  // output whose rows carry their own magnitude (a GEMM's tokens): there a row ten times the typical one
+  // has ten times the rounding error, and the whole output's rms would hold it to the typical row's.
+  enum class AtolScale { output, row };
+  AtolScale atol_scale = AtolScale::output;
   // numeric, for an output the specification rounds once from an exact value: at most this share of the
   // elements may differ from the oracle rounded to the output's dtype (to nearest, ties to even). Catches
   // a rounding mode that the statistics above cannot tell from a correct one (truncation).

@@ -238,7 +238,7 @@ InputInit parse_init(const Source& source, const toml::node& node, const std::st
 Tolerance parse_tolerance(const Source& source, const toml::node& node, const std::string& path,
                           const std::vector<std::string>& axes) {
   const toml::table& table = *table_at(source, node, path);
-  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "misrounded", "labels", "block", "pad", "seed", "calls"});
+  Fields fields(source, table, path, {"metric", "nmse", "rtol", "atol", "atol_scale", "misrounded", "labels", "block", "pad", "seed", "calls"});
   Tolerance tolerance;
   if (const toml::node* metric = fields.find("metric")) {
     std::string name = as_string(source, *metric, fields.path("metric"));
@@ -292,6 +292,13 @@ Tolerance parse_tolerance(const Source& source, const toml::node& node, const st
     const toml::node& value = fields.need(key);
     *target = as_number(source, value, fields.path(key));
     if (*target < 0) source.bad(value, fields.path(key), "must not be negative");
+  }
+  if (const toml::node* value = fields.find("atol_scale")) {
+    if (tolerance.metric != Tolerance::Metric::numeric)
+      source.bad(*value, fields.path("atol_scale"), fmt::format("does not apply to metric '{}'", metric_name));
+    const std::string scale = as_string(source, *value, fields.path("atol_scale"));
+    if (scale == "row") tolerance.atol_scale = Tolerance::AtolScale::row;
+    else if (scale != "output") source.bad(*value, fields.path("atol_scale"), "unknown scale (known: output, row)");
   }
   if (const toml::node* value = fields.find("misrounded")) {
     if (tolerance.metric != Tolerance::Metric::numeric)

@@ -34,7 +34,7 @@ struct Comparison {
   double nmse = 0.0;
   double max_abs_error = 0.0;
   double max_rel_error = 0.0;    // max |got - want| / |want| over elements with want != 0
-  double worst_excess = 0.0;     // max |got - want| / (atol * rms(want) + rtol * |want|); <= 1 passes
+  double worst_excess = 0.0;     // max |got - want| / (atol * rms(want) + rtol * |want|), rms of the output or row; <= 1 passes
   int64_t mismatches = 0;        // elements outside the tolerance (or unequal, for exact)
   int64_t non_finite = 0;        // NaN or Inf in the solution's output
   int64_t worst_index = -1;      // flat index of the worst element

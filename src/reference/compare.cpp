@@ -34,6 +34,26 @@ struct Partial {
   int64_t worst = -1;
 };
 
+// The number of elements that share one atol scale: the last dimension's length for a row-scaled
+// tolerance (1 for a 0-d tensor), else every element.
+int64_t scale_run(const at::Tensor& want, const Tolerance& tolerance) {
+  if (tolerance.atol_scale == Tolerance::AtolScale::output || want.dim() == 0) return want.numel();
+  return want.size(-1);
+}
+
+// rms(want) over each run of `run` consecutive elements of the flattened `want` (row-major), a few
+// million elements at a time (no full-size float64 copy), on want's device.
+at::Tensor run_rms(const at::Tensor& flat_want, int64_t run) {
+  const int64_t n = flat_want.numel(), runs = run ? n / run : 0;
+  auto rms = at::empty({runs}, flat_want.options().dtype(at::kDouble));
+  const int64_t per = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(run, 1));
+  for (int64_t r = 0; r < runs; r += per) {
+    const int64_t count = std::min(per, runs - r);
+    rms.narrow(0, r, count).copy_(flat_want.narrow(0, r * run, count * run).view({count, run}).to(at::kDouble).square().mean(1).sqrt());
+  }
+  return rms;
+}
+
 // The share of the elements of `got` (in its own dtype) that are not `want` rounded to that dtype, a few
 // million elements at a time (no full-size copy), on want's device.
 double misrounded_share(const std::string& name, const at::Tensor& got_in, const at::Tensor& want_in) {
@@ -113,7 +133,10 @@ Comparison compare_whole(const std::string& name, const at::Tensor& got_in, cons
   const double rms = std::sqrt(sum_want2 / static_cast<double>(result.elements));
   const auto finite = at::isfinite(got);
   const auto diff = at::where(finite, (got - want).abs(), inf);
-  const auto bound = tolerance.atol * rms + tolerance.rtol * want.abs();
+  const int64_t run = scale_run(want_in, tolerance);
+  const auto scale = run == result.elements ? at::full({1}, rms, want.options())
+                                            : run_rms(want, run).repeat_interleave(run);
+  const auto bound = tolerance.atol * scale + tolerance.rtol * want.abs();
   const auto excess = at::where(diff == 0, at::zeros_like(diff), diff / bound);
   result.non_finite = (~finite).sum().item<int64_t>();
   const double sum_diff2 = at::where(finite, diff * diff, at::zeros_like(diff)).sum().item<double>();
@@ -162,6 +185,10 @@ Comparison compare(const std::string& name, const at::Tensor& got_in, const at::
   double sum_want2 = 0.0;
   for (double part : want2) sum_want2 += part;
   const double rms = n ? std::sqrt(sum_want2 / static_cast<double>(n)) : 0.0;
+  // A row-scaled tolerance: each row's rms (rows of `run` elements).
+  const int64_t run = scale_run(want_in, tolerance);
+  const at::Tensor row_rms = run == n || run == 0 ? at::Tensor() : run_rms(want, run).contiguous();
+  const double* rows = row_rms.defined() ? row_rms.data_ptr<double>() : nullptr;
 
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<Partial> parts(chunks);
@@ -175,7 +202,8 @@ Comparison compare(const std::string& name, const at::Tensor& got_in, const at::
         // A non-finite value is an infinite error; an exact match is no error even where nothing is allowed.
         const bool finite = std::isfinite(g[j]);
         const double diff = finite ? std::abs(g[j] - w[j]) : inf;
-        const double bound = tolerance.atol * rms + tolerance.rtol * std::abs(w[j]);
+        const double scale = rows ? rows[(c * kChunk + j) / run] : rms;
+        const double bound = tolerance.atol * scale + tolerance.rtol * std::abs(w[j]);
         const double excess = diff == 0.0 ? 0.0 : diff / bound;
         if (!finite) ++part.non_finite;
         else part.sum_diff2 += diff * diff;

@@ -94,6 +94,7 @@ TEST(TaskLoader, LoadsEveryFieldOfTheFixture) {
   EXPECT_EQ(task.outputs[0].tolerance.nmse, 1e-5);
   EXPECT_EQ(task.outputs[0].tolerance.rtol, 0.016);
   EXPECT_EQ(task.outputs[0].tolerance.atol, 0.002);
+  EXPECT_EQ(task.outputs[0].tolerance.atol_scale, Tolerance::AtolScale::output);  // the default
   const TensorSpec& scales = task.outputs[1];
   EXPECT_FALSE(scales.inplace);
   EXPECT_EQ(scales.shape, (std::vector<std::string>{"T", "ceil_div(H, G)"}));
@@ -490,6 +491,10 @@ INSTANTIATE_TEST_SUITE_P(
                {"task.toml:@: outputs[2].tolerance.metric = \"bitwise\": unknown metric (known: numeric, exact, segments, sample)"}},
         Broken{"exact_with_rtol", {{"metric = \"exact\" }", "metric = \"exact\", rtol = 0.1 }"}},
                {"task.toml:@: outputs[2].tolerance.rtol = 0.1: does not apply to metric 'exact'"}},
+        Broken{"unknown_atol_scale", {{"rtol = 1e-6, atol = 0.0 }", "rtol = 1e-6, atol = 0.0, atol_scale = \"column\" }"}},
+               {"task.toml:@: outputs[1].tolerance.atol_scale = \"column\": unknown scale (known: output, row)"}},
+        Broken{"atol_scale_on_exact", {{"metric = \"exact\" }", "metric = \"exact\", atol_scale = \"row\" }"}},
+               {"task.toml:@: outputs[2].tolerance.atol_scale = \"row\": does not apply to metric 'exact'"}},
         // The segments metric (moe/align_block_size): its keys, its formulas, its outputs.
         Broken{"segments_key_on_exact", {{"metric = \"exact\" }", "metric = \"exact\", pad = \"T\" }"}},
                {"task.toml:@: outputs[2].tolerance.pad = \"T\": applies to metric 'segments' only"}},

@@ -114,6 +114,55 @@ TEST(Compare, WholeTensorPassAgreesWithTheChunkedLoops) {
   }
 }
 
+TEST(Compare, RowScaleHoldsEachRowToItsOwnMagnitude) {
+  // 64 rows of 256: row 0 ten times the others (a token with a large norm). The output's rms is
+  // sqrt((100 + 63) / 64) = 1.6; row 0's is 10, the others' 1.
+  auto want = random_tensor(64 * 256, 6).view({64, 256});
+  want[0].mul_(10.0);
+  want[0][7] = 0.0;
+  want[5][9] = 0.0;
+  Tolerance by_output = bf16_like();
+  Tolerance by_row = bf16_like();
+  by_row.atol_scale = Tolerance::AtolScale::row;
+  const double output_rms = std::sqrt(want.square().mean().item<double>());
+  const double row0_rms = std::sqrt(want[0].square().mean().item<double>());
+  const double row5_rms = std::sqrt(want[5].square().mean().item<double>());
+  ASSERT_GT(row0_rms, 5 * output_rms);
+  ASSERT_LT(row5_rms, output_rms);
+
+  // An error of the large row's size: beyond the output's bound, within its row's.
+  auto big = want.clone();
+  big[0][7] = 0.002 * (output_rms + row0_rms) / 2;
+  EXPECT_FALSE(compare("y", big, want, by_output).passed);
+  EXPECT_TRUE(compare("y", big, want, by_row).passed);
+  // An error a typical row's bound does not admit, though the output's would: the row scale is stricter there.
+  auto small = want.clone();
+  small[5][9] = 0.002 * (row5_rms + output_rms) / 2;
+  EXPECT_TRUE(compare("y", small, want, by_output).passed);
+  const auto strict = compare("y", small, want, by_row);
+  EXPECT_FALSE(strict.passed);
+  EXPECT_EQ(strict.worst_index, 5 * 256 + 9);
+}
+
+TEST(Compare, RowScaleWholeTensorPassAgreesWithTheChunkedLoops) {
+  // Rows of 60013 elements: they straddle the loops' 2^20-element chunks.
+  auto want = random_tensor(37 * 60013, 12).view({37, 60013});
+  want[3].mul_(30.0);
+  auto got = want.to(at::kBFloat16).to(at::kDouble);
+  got[3][60000] = got[3][60000].item<double>() + 0.04;  // within row 3's bound (0.06), not the output's (0.01)
+  got[20][5] = got[20][5].item<double>() + 0.01;       // beyond row 20's bound
+  Tolerance tolerance = bf16_like();
+  tolerance.atol_scale = Tolerance::AtolScale::row;
+  const auto loops = compare("y", got, want, tolerance);
+  const auto whole = compare_whole("y", got, want, tolerance);
+  EXPECT_FALSE(loops.passed);
+  EXPECT_EQ(loops.mismatches, 1);
+  EXPECT_EQ(loops.worst_index, 20 * 60013 + 5);
+  EXPECT_EQ(whole.mismatches, loops.mismatches);
+  EXPECT_EQ(whole.worst_index, loops.worst_index);
+  EXPECT_DOUBLE_EQ(whole.worst_excess, loops.worst_excess);
+}
+
 TEST(Compare, Fp8PrecisionFailsABf16Tolerance) {
   const auto want = random_tensor(4096, 2);
   const auto got = want.to(at::kFloat8_e4m3fn);

@@ -98,7 +98,7 @@ TEST_F(W4A16Gemm, InputsAreAutoGptqSymmetricQuantization) {
 
 TEST_F(W4A16Gemm, TheToleranceAcceptsCorrectOrdersAndRejectsWrongZeroPoints) {
   for (const double df : {4.0, 2.0}) {
-    const int64_t M = 64, N = 256, K = df == 2.0 ? 14336 : 4096;
+    const int64_t M = 1024, N = 512, K = df == 2.0 ? 14336 : 4096;
     const TensorMap inputs = workload_inputs(M, N, K, df == 2.0 ? 11 : 5, df);
     const at::Tensor x = inputs.at("x").to(at::kFloat);
     const at::Tensor codes = unpack_by_hand(inputs.at("qweight")).to(at::kFloat);  // [K, N]
