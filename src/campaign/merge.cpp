@@ -143,12 +143,13 @@ ShardProgress shard_progress(const fs::path& file, const Plan& plan, const Shard
       ++p.left;
     } else if (plan.rerun && r.passed && !r.solution.empty() && r.plan.condition != agent::Condition::design_only &&
                !store.has_evaluation(r.plan.key, EvaluationKind::rerun)) {
-      ++p.left;
+      ++p.evaluations_left;
     }
   }
   p.left += static_cast<int>(runs.size()) - p.runs;  // runs not even planned in the store yet
   for (const auto& task : shard_experts(plan.tasks, shard))
-    if (!store.has_evaluation("expert/" + task, EvaluationKind::expert)) ++p.left;
+    if (!store.has_evaluation("expert/" + task, EvaluationKind::expert)) ++p.evaluations_left;
+  p.left += p.evaluations_left;
   return p;
 }
 

@@ -30,6 +30,7 @@ struct ShardProgress {
   bool started = false;       // its store holds the campaign
   int runs = 0, finished = 0, failed = 0;
   int left = 0;               // runs, experts and re-runs still to do
+  int evaluations_left = 0;   // of those, the experts and re-runs
   bool done() const { return started && left == 0; }
 };
 // `plan` must be the store's (its text); another is refused, naming the store.

@@ -145,9 +145,10 @@ int submit_command(const SubmitOptions& o, const GlobalOptions& global) {
                                name_of(shard));
     } else {
       if (progress.started)
-        std::cerr << fmt::format("d2k campaign submit: {}: {} of {} runs finished, {} things left: resubmitted (what "
-                                 "finished is skipped)\n",
-                                 name_of(shard), progress.finished, progress.runs, progress.left);
+        std::cerr << fmt::format("d2k campaign submit: {}: {} of {} runs finished ({} runs and {} expert or re-run "
+                                 "evaluations left): resubmitted; what finished is skipped\n",
+                                 name_of(shard), progress.finished, progress.runs, progress.left - progress.evaluations_left,
+                                 progress.evaluations_left);
       array.push_back(i);
     }
   }
