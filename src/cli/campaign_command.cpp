@@ -65,6 +65,7 @@ int run_command(const CampaignOptions& o, const GlobalOptions& global) {
     if (shard_runs(plan.runs(), setup.paths.shard).empty())
       fail("--shard {}: the plan has {} runs, so {} has none", o.shard, plan.runs().size(), name_of(setup.paths.shard));
   }
+  check_campaign_mode(setup.paths.dir, setup.paths.shard);
   setup.models = models;
   setup.locks_dir = o.locks_dir.empty() ? context.cache_dir / "locks" : fs::absolute(o.locks_dir);
   setup.root = context.root.string();

@@ -42,9 +42,25 @@ std::set<std::string> submitted_jobs(const fs::path& dir) {
   return jobs;
 }
 
-// A folder where shards would redo what a campaign run on one machine finished is refused: merging
-// them would then meet two results for one run.
-void check_no_whole_store(const fs::path& dir) {
+}  // namespace
+
+void check_campaign_mode(const fs::path& dir, const Shard& shard) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) return;
+  const auto stores = find_shard_stores(dir);
+  if (shard.whole()) {
+    if (!stores.empty())
+      fail("{}: the campaign runs as {} shards ({} ...): run a shard with --shard I/{}, or submit them with d2k "
+           "campaign submit --slurm; d2k campaign merge combines them",
+           dir.string(), stores.front().shard.count, stores.front().file.filename().string(), stores.front().shard.count);
+    return;
+  }
+  if (!stores.empty() && stores.front().shard.count != shard.count)
+    fail("{}: holds the stores of {} shards ({}); a run's shard depends on the count, so use {} shards (or start a new "
+         "campaign in another --dir)",
+         dir.string(), stores.front().shard.count, stores.front().file.filename().string(), stores.front().shard.count);
+  // Shards would redo what a campaign run on one machine finished, and the merge would then meet two
+  // results for one run.
   const auto file = dir / "campaign.db";
   if (!fs::is_regular_file(file)) return;
   Store store(file);
@@ -52,9 +68,11 @@ void check_no_whole_store(const fs::path& dir) {
   for (const auto& r : store.runs())
     if (r.state != RunState::pending)
       fail("{}: a campaign run on one machine (d2k campaign run without --shard) is in this folder; its shards would "
-           "run its runs again. Submit into another --dir, or go on with d2k campaign run",
+           "run its runs again. Use another --dir, or go on with d2k campaign run",
            file.string());
 }
+
+namespace {
 
 fs::path self_program() {
   std::error_code error;
@@ -114,23 +132,14 @@ int submit_command(const SubmitOptions& o, const GlobalOptions& global) {
   const int shards = *shards_given;
   if (shards > static_cast<int>(runs.size()))
     fail("--shards {}: the plan has {} runs; at most one shard per run", shards, runs.size());
-  std::error_code error;
-  if (fs::is_directory(dir, error)) {
-    const auto existing = find_shard_stores(dir);
-    if (!existing.empty() && existing.front().shard.count != shards)
-      fail("{}: holds the stores of {} shards ({}); a run's shard depends on the count, so resubmit with --shards {} "
-           "(or start a new campaign in another --dir)",
-           dir.string(), existing.front().shard.count, existing.front().file.filename().string(),
-           existing.front().shard.count);
-    check_no_whole_store(dir);
-  }
+  check_campaign_mode(dir, {0, shards});
 
   // Which shards to submit: those with work left that Slurm does not hold already.
   std::string warning;
   const auto queued = active_shards(submitted_jobs(dir), &warning);
   if (!warning.empty())
     std::cerr << fmt::format("d2k campaign submit: warning: cannot ask Slurm which shards are queued ({}); "
-                             "a shard submitted twice waits for the other's lock to be released\n", warning);
+                             "a shard submitted twice stops at once on the other's lock\n", warning);
   std::vector<int> array;
   int largest = 0;
   for (int i = 0; i < shards; ++i) {

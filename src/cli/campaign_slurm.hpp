@@ -2,10 +2,12 @@
 // cluster"): a campaign as a Slurm job array of shards, and the shards' stores merged into one.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "campaign/shard.hpp"
 #include "cli/commands.hpp"
 
 namespace d2k {
@@ -27,6 +29,11 @@ struct MergeOptions {
   std::vector<std::string> stores;  // shard stores; default: every campaign.shard-*-of-*.db in its folder
   std::string into;                 // default: <folder>/campaign.db
 };
+
+// A campaign's folder runs either as one campaign (campaign.db) or as shards of one count: `d2k campaign
+// run` without --shard in a folder of shard stores, a shard of another count, or a shard beside a
+// campaign.db that a run on one machine (not a merge) wrote, is refused, naming the folder or file.
+void check_campaign_mode(const std::filesystem::path& dir, const campaign::Shard& shard);
 
 CLI::App* add_submit_command(CLI::App& campaign, SubmitOptions& options);
 CLI::App* add_merge_command(CLI::App& campaign, MergeOptions& options);

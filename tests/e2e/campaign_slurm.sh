@@ -142,6 +142,14 @@ cat "$WORK/merge2.txt"
 grep -q "0 runs updated, 12 unchanged; 0 evaluations added" "$WORK/merge2.txt" || fail_now "the second merge changed something"
 grep -q "12 of 12 runs finished" "$WORK/merge2.txt" || fail_now "the merged store is incomplete"
 
+# The folder runs as two shards: a whole-campaign run, or a shard of another count, is refused.
+set +e; "$D2K" campaign run "$WORK/plan.toml" --dir "$CAMPAIGN" 2> "$WORK/whole.err"; rc=$?; set -e
+expect_eq "$rc" 2 "d2k campaign run without --shard in a folder of shards"
+grep -q "the campaign runs as 2 shards" "$WORK/whole.err" || fail_now "the whole run's error: $(cat "$WORK/whole.err")"
+set +e; "$D2K" campaign run "$WORK/plan.toml" --dir "$CAMPAIGN" --shard 0/3 2> "$WORK/three.err"; rc=$?; set -e
+expect_eq "$rc" 2 "a shard of another count"
+grep -q "holds the stores of 2 shards" "$WORK/three.err" || fail_now "the 0/3 shard's error: $(cat "$WORK/three.err")"
+
 # Nothing redone: a run finished before the cancel ran once; each transcript has one prompt and one final.
 "$PY" - "$CAMPAIGN" <<'PY'
 import json, os, sqlite3, sys
