@@ -113,6 +113,7 @@ MergeResult merge_shards(const fs::path& target, const std::vector<fs::path>& st
     ++result.runs;
     result.finished += r.state == RunState::finished;
   }
+  for (const auto& s : shards) result.evaluations_left += shard_progress(s.file, plan, *s.shard).evaluations_left;
   return result;
 }
 

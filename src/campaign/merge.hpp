@@ -21,7 +21,8 @@ struct MergeResult {
   std::vector<int> missing;                // shards without a store
   MergeCounts counts;
   int runs = 0, finished = 0;              // in the merged store, after the merge
-  bool complete() const { return missing.empty() && finished == runs; }
+  int evaluations_left = 0;                // experts and re-runs the merged shards still owe
+  bool complete() const { return missing.empty() && finished == runs && evaluations_left == 0; }
 };
 
 // Where one shard stands, from its store: what is left to do (runs not finished, and the experts and

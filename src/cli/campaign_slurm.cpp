@@ -252,6 +252,9 @@ int merge_command(const MergeOptions& o, const GlobalOptions& global) {
                            "rows and {} judge scores added\n",
                            result.target.string(), c.runs_updated, c.runs_unchanged, c.evaluations_added,
                            c.evaluations_unchanged, c.turns_added, c.judge_scores_added);
+  if (result.evaluations_left > 0)
+    std::cout << fmt::format("the shards still owe {} expert or re-run evaluations (a shard stopped after its runs)\n",
+                             result.evaluations_left);
   std::cout << fmt::format("{} of {} runs finished{}; d2k report {}\n", result.finished, result.runs,
                            result.complete() ? "" : " (resubmit: d2k campaign submit --slurm, then merge again)",
                            result.target.parent_path() == dir ? dir.string() : result.target.string());

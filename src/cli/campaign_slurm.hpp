@@ -39,8 +39,9 @@ CLI::App* add_submit_command(CLI::App& campaign, SubmitOptions& options);
 CLI::App* add_merge_command(CLI::App& campaign, MergeOptions& options);
 // 0: submitted (or nothing left to submit), 2: bad usage or sbatch refused.
 int submit_command(const SubmitOptions& options, const GlobalOptions& global);
-// 0: merged, and every run of the plan is finished in the merged store; 1: merged, but shards are
-// missing or runs unfinished (the report covers what finished); 2: refused, nothing written.
+// 0: merged, and every run of the plan is finished in the merged store with its experts and re-runs;
+// 1: merged, but shards are missing or work unfinished (the report covers what finished); 2: refused,
+// nothing written.
 int merge_command(const MergeOptions& options, const GlobalOptions& global);
 
 }  // namespace d2k

@@ -4,6 +4,7 @@
 // resubmitted shard finished since.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,6 +101,16 @@ fs::path write_shard(const fs::path& dir, const Plan& plan, const Shard& shard, 
     ++done;
   }
   return file;
+}
+
+// A re-run the shard never recorded (stopped after its runs, before its re-runs).
+void drop_rerun(const fs::path& file, const std::string& key) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  const auto sql = "DELETE FROM evaluation WHERE kind = 'rerun' AND key = '" + key + "'";
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -255,11 +266,18 @@ TEST(Merge, AMissingShardLeavesItsRunsPendingUntilItIsMerged) {
   EXPECT_EQ(result.counts.runs_updated, 4);     // shard 0's three finished runs and its running one
   EXPECT_EQ(result.counts.runs_unchanged, 32);  // shard 1's, and shard 0's pending ones
   EXPECT_EQ(states(dir / "campaign.db")[shard_runs(plan.runs(), {0, 2})[3].key], RunState::running);
+  EXPECT_EQ(result.evaluations_left, 0);  // its three finished runs have their re-runs, its expert is done
   write_shard(dir, plan, {0, 2});
   result = merge_shards(dir / "campaign.db", {s0, s1});
   EXPECT_TRUE(result.complete());
   EXPECT_EQ(result.counts.runs_updated, 15);  // the three that finished before the kill are unchanged
   EXPECT_EQ(result.counts.runs_unchanged, 21);
+  // Every run finished, but a re-run missing (the shard was stopped in its re-runs): not complete.
+  drop_rerun(s1, shard_runs(plan.runs(), {1, 2})[0].key);
+  result = merge_shards(dir / "campaign.db", {s0, s1});
+  EXPECT_EQ(result.finished, 36);
+  EXPECT_EQ(result.evaluations_left, 1);
+  EXPECT_FALSE(result.complete());
   // A shard whose task stopped before it recorded the plan: present, empty, its runs pending.
   const auto other = fresh_dir("missing_empty");
   Store(shard_store(other, {0, 2})).set_shard({0, 2});
