@@ -112,18 +112,22 @@ std::vector<PlannedRun> Plan::runs() const {
 Plan load_plan(const fs::path& file) {
   const auto text = agent::read_whole_file(file);
   if (!text) fail("{}: cannot read the plan", file.string());
+  return parse_plan(*text, file);
+}
+
+Plan parse_plan(const std::string& text, const fs::path& file) {
   const Reader reader(file);
   toml::table root;
   try {
-    root = toml::parse(*text, file.string());
+    root = toml::parse(text, file.string());
   } catch (const toml::parse_error& e) {
     const auto& at = e.source().begin;
     fail("{}:{}:{}: not TOML: {}", file.string(), at.line, at.column, e.description());
   }
   Plan plan;
   plan.file = fs::absolute(file);
-  plan.text = *text;
-  reader.closed(root, "", {"campaign", "workloads", "budget", "timing", "concurrency"});
+  plan.text = text;
+  reader.closed(root, "", {"campaign", "workloads", "budget", "timing", "concurrency", "slurm"});
 
   const toml::table* c = reader.table(root, "", "campaign");
   if (!c) reader.error(&root, "campaign", "missing required table [campaign]");
@@ -186,6 +190,24 @@ Plan load_plan(const fs::path& file) {
     reader.closed(*k, "concurrency", {"runs", "per_endpoint"});
     if (auto* n = k->get("runs")) plan.concurrent_runs = static_cast<int>(reader.integer(*n, "concurrency.runs", 1));
     if (auto* n = k->get("per_endpoint")) plan.per_endpoint = static_cast<int>(reader.integer(*n, "concurrency.per_endpoint", 1));
+  }
+  if (const toml::table* s = reader.table(root, "", "slurm")) {
+    reader.closed(*s, "slurm", {"shards", "gpus_per_task", "cpus_per_task", "minutes_per_run", "partition", "account",
+                                "sbatch_options"});
+    auto& slurm = plan.slurm;
+    if (auto* n = s->get("shards")) slurm.shards = static_cast<int>(reader.integer(*n, "slurm.shards", 1));
+    if (auto* n = s->get("gpus_per_task")) slurm.gpus_per_task = static_cast<int>(reader.integer(*n, "slurm.gpus_per_task", 0));
+    if (auto* n = s->get("cpus_per_task")) slurm.cpus_per_task = static_cast<int>(reader.integer(*n, "slurm.cpus_per_task", 1));
+    if (auto* n = s->get("minutes_per_run")) slurm.minutes_per_run = reader.number(*n, "slurm.minutes_per_run", 0, true);
+    if (auto* n = s->get("partition")) slurm.partition = reader.string(*n, "slurm.partition");
+    if (auto* n = s->get("account")) slurm.account = reader.string(*n, "slurm.account");
+    if (auto* n = s->get("sbatch_options")) {
+      slurm.sbatch_options = reader.strings(*n, "slurm.sbatch_options");
+      for (std::size_t i = 0; i < slurm.sbatch_options.size(); ++i)
+        if (slurm.sbatch_options[i].rfind("--", 0) != 0 || slurm.sbatch_options[i].find('\n') != std::string::npos)
+          reader.bad(*n->as_array()->get(i), fmt::format("slurm.sbatch_options[{}]", i),
+                     "must be one long sbatch option on one line, as --name=value");
+    }
   }
   return plan;
 }

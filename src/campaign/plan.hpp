@@ -26,6 +26,7 @@ struct PlannedRun {
   agent::Condition condition = agent::Condition::none;
   int repeat = 0;   // 0-based
   uint64_t seed = 0;
+  bool operator==(const PlannedRun&) const = default;
 };
 
 struct Timing {
@@ -34,6 +35,16 @@ struct Timing {
   int warmup = 3;
   double worker_timeout_seconds = 120.0;
   bool baseline = true;
+};
+
+// `d2k campaign submit --slurm`'s settings (docs/campaigns.md, "On a Slurm cluster"); its flags override them.
+struct SlurmSettings {
+  std::optional<int> shards;                   // array tasks, each a shard of the plan (shard.hpp)
+  std::optional<int> gpus_per_task;            // GPUs of each array task (--gres=gpu:N); default 1, 0 on the cpu device
+  std::optional<int> cpus_per_task;            // not asked for when unset: the partition's default
+  std::optional<double> minutes_per_run;       // one agent run's time; the array task's limit follows from it
+  std::string partition, account;              // passed through when set
+  std::vector<std::string> sbatch_options;     // more #SBATCH lines, each as written ("--qos=high")
 };
 
 struct Plan {
@@ -54,6 +65,7 @@ struct Plan {
   int concurrent_runs = 4;            // agent runs in flight at once, all endpoints together
   int per_endpoint = 2;               // agent runs in flight per model endpoint (base_url)
   bool rerun = true;                  // after the runs, each run's solution again, one at a time (the published table)
+  SlurmSettings slurm;
 
   // Every run of the plan, in a fixed order (model, task, condition, repeat).
   std::vector<PlannedRun> runs() const;
@@ -62,6 +74,8 @@ struct Plan {
 // Reads and checks plan.toml. Every error names the file, the line, the field and the value:
 // `plan.toml:4: campaign.repeats = 0: must be at least 1`.
 Plan load_plan(const std::filesystem::path& file);
+// The same from a plan's text (a store keeps it), as if read from `file`: relative paths resolve against it.
+Plan parse_plan(const std::string& text, const std::filesystem::path& file);
 
 // The seed of the runs of `task`'s `repeat`: the same under every condition and every model.
 uint64_t paired_seed(uint64_t campaign_seed, const std::string& task, int repeat);

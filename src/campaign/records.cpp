@@ -61,4 +61,9 @@ TraceRow trace_row(const Trace& trace) {
   return row;
 }
 
+bool EvaluationRow::same_as(const EvaluationRow& o) const {
+  return key == o.key && task == o.task && kind == o.kind && solution == o.solution && seed == o.seed &&
+         device == o.device && created == o.created && passed == o.passed && traces == o.traces;
+}
+
 }  // namespace d2k::campaign

@@ -34,6 +34,7 @@ struct RunRow {
   int64_t input_tokens = 0, cached_input_tokens = 0, output_tokens = 0;
   double cost_usd = 0, wall_seconds = 0;
   std::string error;         // why d2k failed it (state failed)
+  bool operator==(const RunRow&) const = default;
 };
 
 // One model response of a run (the transcript's response records).
@@ -61,6 +62,7 @@ struct TraceRow {
   std::optional<bool> throttled;   // cuda traces with clocks
   std::string clock_reasons;       // the throttle reasons seen, comma-separated
   std::string json;                // the whole trace (core/json.hpp)
+  bool operator==(const TraceRow&) const = default;
 };
 
 TraceRow trace_row(const Trace& trace);
@@ -76,6 +78,8 @@ struct EvaluationRow {
   std::string created;
   bool passed = false;
   std::vector<TraceRow> traces;
+  // The same evaluation, wherever it is stored (the row ids of two stores differ).
+  bool same_as(const EvaluationRow& other) const;
 };
 
 // A judge's score of a run's design (design-only runs) or final code (src/judge writes these).
@@ -88,6 +92,7 @@ struct JudgeScore {
   std::string items;    // JSON: per guidance item
   std::string created;
   std::string audit = "{}";  // JSON: the judge's audit summary of a solution (verdict, findings); {} for a design
+  bool operator==(const JudgeScore&) const = default;
 };
 
 struct CampaignInfo {

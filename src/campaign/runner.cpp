@@ -85,7 +85,8 @@ class Driver {
     info.root = s_.root;
     info.device = std::string(name_of(s_.environment.device));
     info.device_name = s_.environment.device_name;
-    store_.init(info, s_.plan.runs());
+    store_.set_shard(s_.paths.shard);
+    store_.init(info, shard_runs(s_.plan.runs(), s_.paths.shard));
     const auto stored = store_.campaign();
     if (stored && stored->device != info.device)
       fail("{}: the campaign ran on the {} device; this machine gives {} (campaign.device)", store_.file(), stored->device,
@@ -113,7 +114,7 @@ class Driver {
   }
 
   void experts() {
-    for (const auto& name : s_.plan.tasks) {
+    for (const auto& name : shard_experts(s_.plan.tasks, s_.paths.shard)) {
       if (store_.has_evaluation(expert_key(name), EvaluationKind::expert)) continue;
       const auto& task = s_.tasks.at(name);
       const auto dir = task.dir / "solution" / std::string(name_of(s_.environment.device));

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "campaign/plan.hpp"
+#include "campaign/shard.hpp"
 #include "campaign/store.hpp"
 #include "core/task.hpp"
 #include "eval/environment.hpp"
@@ -23,13 +24,15 @@
 namespace d2k::campaign {
 
 // Where a campaign lives: <dir>/campaign.db (the store), runs/<key>/ (run folders), logs/<key>.log (each
-// run's console), campaign.lock (held by the process that drives it).
+// run's console), campaign.lock (held by the process that drives it). A shard (shard.hpp) has its own
+// store and lock beside those, campaign.shard-<i>-of-<n>.db and .lock, and shares the rest.
 struct CampaignPaths {
   std::filesystem::path dir;
-  std::filesystem::path store() const { return dir / "campaign.db"; }
+  Shard shard;  // whole by default
+  std::filesystem::path store() const { return shard.whole() ? dir / "campaign.db" : shard_store(dir, shard); }
   std::filesystem::path runs() const { return dir / "runs"; }
   std::filesystem::path logs() const { return dir / "logs"; }
-  std::filesystem::path lock() const { return dir / "campaign.lock"; }
+  std::filesystem::path lock() const { return shard.whole() ? dir / "campaign.lock" : shard_lock(dir, shard); }
   std::filesystem::path run_dir(const std::string& key) const;
   std::filesystem::path log(const std::string& key) const;
 };

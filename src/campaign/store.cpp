@@ -55,6 +55,13 @@ CREATE TABLE judge_score (
     {2, "judge_score.audit: the judge's audit of a solution, for the report's list of suspected reward hacks", R"sql(
 ALTER TABLE judge_score ADD COLUMN audit TEXT NOT NULL DEFAULT '{}';
 )sql"},
+    {3, "shard: the shard of the plan a shard store holds; merged_shard: the shard stores merged into this one", R"sql(
+CREATE TABLE shard (
+  id INTEGER PRIMARY KEY CHECK (id = 1), shard INTEGER NOT NULL, shards INTEGER NOT NULL);
+CREATE TABLE merged_shard (
+  shard INTEGER PRIMARY KEY, shards INTEGER NOT NULL, file TEXT NOT NULL, merged TEXT NOT NULL,
+  runs INTEGER NOT NULL, finished INTEGER NOT NULL);
+)sql"},
 };
 
 constexpr const char* kRunColumns =
@@ -129,6 +136,11 @@ void Store::migrate() {
 void Store::init(const CampaignInfo& info, const std::vector<PlannedRun>& runs) {
   std::lock_guard lock(mutex_);
   sql::Transaction transaction(db_);
+  init_locked(info, runs);
+  transaction.commit();
+}
+
+void Store::init_locked(const CampaignInfo& info, const std::vector<PlannedRun>& runs) {
   auto existing = db_.prepare("SELECT plan_toml, plan_file FROM campaign WHERE id = 1");
   if (existing.step()) {
     if (existing.text(0) != info.plan_toml)
@@ -148,11 +160,14 @@ void Store::init(const CampaignInfo& info, const std::vector<PlannedRun>& runs) 
         .bind(5, r.repeat).bind(6, r.seed).run();
     run.bind(1, r.key).run();
   }
-  transaction.commit();
 }
 
 std::optional<CampaignInfo> Store::campaign() {
   std::lock_guard lock(mutex_);
+  return campaign_locked();
+}
+
+std::optional<CampaignInfo> Store::campaign_locked() {
   auto s = db_.prepare("SELECT name, created, plan_file, plan_toml, plan_json, root, device, device_name FROM campaign");
   if (!s.step()) return std::nullopt;
   return CampaignInfo{s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6), s.text(7)};
@@ -167,6 +182,10 @@ void Store::set_device(const std::string& device, const std::string& device_name
 
 std::vector<RunRow> Store::runs() {
   std::lock_guard lock(mutex_);
+  return runs_locked();
+}
+
+std::vector<RunRow> Store::runs_locked() {
   auto s = db_.prepare(fmt::format("SELECT {} FROM plan p JOIN run r ON r.key = p.key ORDER BY p.rowid", kRunColumns));
   std::vector<RunRow> out;
   while (s.step()) out.push_back(read_run(s));
@@ -231,6 +250,10 @@ void Store::record_turns(const std::string& key, const std::vector<TurnUsage>& t
 
 std::vector<TurnUsage> Store::turns(const std::string& key) {
   std::lock_guard lock(mutex_);
+  return turns_locked(key);
+}
+
+std::vector<TurnUsage> Store::turns_locked(const std::string& key) {
   auto s = db_.prepare("SELECT seq, turn, input_tokens, cached_input_tokens, cache_write_input_tokens, output_tokens, "
                        "cost_usd, latency_seconds, time FROM turn_usage WHERE key = ? ORDER BY seq");
   s.bind(1, key);
@@ -282,6 +305,10 @@ bool Store::has_evaluation(const std::string& key, EvaluationKind kind) {
 
 std::vector<EvaluationRow> Store::evaluations() {
   std::lock_guard lock(mutex_);
+  return evaluations_locked();
+}
+
+std::vector<EvaluationRow> Store::evaluations_locked() {
   std::vector<EvaluationRow> out;
   auto e = db_.prepare("SELECT id, key, task, kind, solution, seed, device, created, passed FROM evaluation ORDER BY id");
   while (e.step())
@@ -326,12 +353,42 @@ void Store::put_judge_score(const JudgeScore& j) {
 
 std::vector<JudgeScore> Store::judge_scores() {
   std::lock_guard lock(mutex_);
+  return judge_scores_locked();
+}
+
+std::vector<JudgeScore> Store::judge_scores_locked() {
   auto s = db_.prepare(
       "SELECT key, kind, judge, score, max_score, items, created, audit FROM judge_score ORDER BY key, kind, judge");
   std::vector<JudgeScore> out;
   while (s.step())
     out.push_back({s.text(0), s.text(1), s.text(2), s.real(3), s.optional_real(4), s.text(5), s.text(6), s.text(7)});
   return out;
+}
+
+void Store::set_shard(const Shard& shard) {
+  std::lock_guard lock(mutex_);
+  sql::Transaction transaction(db_);
+  const auto held = shard_locked();
+  if (held && *held == shard) return;
+  if (held)
+    fail("{}: the store of {}, not of {}", db_.file(), name_of(*held), name_of(shard));
+  if (shard.whole()) return;
+  if (campaign_locked())
+    fail("{}: the store of a whole campaign (or one merged from shards), not of {}: a shard writes its own store",
+         db_.file(), name_of(shard));
+  db_.prepare("INSERT INTO shard (id, shard, shards) VALUES (1, ?, ?)").bind(1, shard.index).bind(2, shard.count).run();
+  transaction.commit();
+}
+
+std::optional<Shard> Store::shard() {
+  std::lock_guard lock(mutex_);
+  return shard_locked();
+}
+
+std::optional<Shard> Store::shard_locked() {
+  auto s = db_.prepare("SELECT shard, shards FROM shard WHERE id = 1");
+  if (!s.step()) return std::nullopt;
+  return Shard{static_cast<int>(s.integer(0)), static_cast<int>(s.integer(1))};
 }
 
 }  // namespace d2k::campaign

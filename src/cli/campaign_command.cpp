@@ -1,7 +1,7 @@
-// `d2k campaign run PLAN` (and `--dry-run`), `d2k campaign status CAMPAIGN`: campaigns of agent runs
-// (src/campaign). Exit status of run: 0 when every run finished (whatever the models scored), 1 when
-// some run failed for d2k's own reasons (it is tried again by the next `d2k campaign run`), 2 for bad
-// usage or a harness error.
+// `d2k campaign run PLAN` (and `--dry-run`, `--shard I/N`), `d2k campaign status CAMPAIGN`: campaigns of
+// agent runs (src/campaign); `submit --slurm` and `merge` are in campaign_slurm.cpp. Exit status of run: 0
+// when every run finished (whatever the models scored), 1 when some run failed for d2k's own reasons (it
+// is tried again by the next `d2k campaign run`), 2 for bad usage or a harness error.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -13,6 +13,7 @@
 #include "campaign/runner.hpp"
 #include "campaign/store.hpp"
 #include "cli/campaign_paths.hpp"
+#include "cli/campaign_slurm.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_options.hpp"
 #include "core/error.hpp"
@@ -31,46 +32,17 @@ struct CampaignOptions {
   bool dry_run = false;
   std::string sandbox;  // overrides the plan's (the machine's choice, as for d2k agent)
   double progress_seconds = 10;
+  std::string shard;      // I/N: one shard of the plan (campaign/shard.hpp), as a Slurm array task runs it
+  std::string locks_dir;  // the device locks' folder (default: <cache>/locks)
   std::string campaign;  // status
 };
-
-// The plan's models and tasks, checked against the models file and the tree; errors name the plan.
-void check_plan(const Plan& plan, const std::map<std::string, llm::ModelConfig>& models, const Context& context,
-                std::map<std::string, Task>& tasks) {
-  const auto file = plan.file.string();
-  for (const auto& name : plan.models)
-    if (!models.count(name)) {
-      std::string known;
-      for (const auto& [key, config] : models) known += (known.empty() ? "" : ", ") + key;
-      fail("{}: campaign.models: '{}' is not a model of {} (it has: {})", file, name, plan.models_file.string(), known);
-    }
-  for (const auto& name : plan.tasks) {
-    try {
-      tasks.emplace(name, load_task(context.tasks_dir, name));
-    } catch (const std::exception& e) {
-      fail("{}: campaign.tasks: '{}': {}", file, name, e.what());
-    }
-    if (auto it = plan.workloads.find(name); it != plan.workloads.end()) {
-      try {
-        select_workloads(tasks.at(name), it->second, false);
-      } catch (const std::exception& e) {
-        fail("{}: workloads.\"{}\": {}", file, name, e.what());
-      }
-    }
-  }
-}
 
 int run_command(const CampaignOptions& o, const GlobalOptions& global) {
   auto plan = load_plan(o.plan);
   if (!o.sandbox.empty()) plan.sandbox = o.sandbox;
-  std::map<std::string, llm::ModelConfig> models;
-  try {
-    models = llm::load_models(plan.models_file);
-  } catch (const std::exception& e) {
-    fail("{}: campaign.models_file: {}", plan.file.string(), e.what());
-  }
   const auto context = make_context(global.root);
   CampaignSetup setup;
+  const auto models = load_plan_models(plan);
   check_plan(plan, models, context, setup.tasks);
   if (o.dry_run) {
     print_estimate(std::cout, plan, estimate(plan, models));
@@ -87,21 +59,55 @@ int run_command(const CampaignOptions& o, const GlobalOptions& global) {
   setup.environment = make_environment(environment_options(run, context));
   setup.eval = eval_settings(run, setup.environment.device);
   setup.plan = plan;
-  setup.paths.dir = o.dir.empty() ? context.cache_dir / "campaigns" / plan.name : fs::absolute(o.dir);
+  setup.paths.dir = campaign_dir_of(plan, o.dir, context);
+  if (!o.shard.empty()) {
+    setup.paths.shard = parse_shard(o.shard);
+    if (shard_runs(plan.runs(), setup.paths.shard).empty())
+      fail("--shard {}: the plan has {} runs, so {} has none", o.shard, plan.runs().size(), name_of(setup.paths.shard));
+  }
+  check_campaign_mode(setup.paths.dir, setup.paths.shard);
   setup.models = models;
-  setup.locks_dir = context.cache_dir / "locks";
+  setup.locks_dir = o.locks_dir.empty() ? context.cache_dir / "locks" : fs::absolute(o.locks_dir);
   setup.root = context.root.string();
   setup.out = &std::cerr;
   setup.progress_seconds = o.progress_seconds;
-  std::cerr << fmt::format("d2k campaign: {} in {}\n", plan.name, setup.paths.dir.string());
+  std::cerr << fmt::format("d2k campaign: {} in {}{}\n", plan.name, setup.paths.dir.string(),
+                           setup.paths.shard.whole() ? "" : fmt::format(", {} (store {})", name_of(setup.paths.shard),
+                                                                        setup.paths.store().string()));
   const auto outcome = run_campaign(setup);
   std::cout << fmt::format("campaign {}: {} of {} runs finished, {} passed, {} failed; d2k report {}\n", plan.name,
                            outcome.finished, outcome.runs, outcome.passed, outcome.failed, setup.paths.dir.string());
   return outcome.failed > 0 ? 1 : 0;
 }
 
+// A line per shard store of the campaign's folder: its runs by state and whether a process drives it.
+void print_shards(const fs::path& dir) {
+  for (const auto& f : find_shard_stores(dir)) {
+    Store store(f.file);
+    int counts[4] = {};
+    const auto runs = store.runs();
+    for (const auto& r : runs) ++counts[static_cast<int>(r.state)];
+    const auto holder = CampaignLock::holder(shard_lock(dir, f.shard));
+    std::cout << fmt::format("  {} ({}): {} runs, {} finished, {} running, {} pending, {} failed; {}\n", name_of(f.shard),
+                             f.file.filename().string(), runs.size(), counts[2], counts[1], counts[0], counts[3],
+                             holder ? fmt::format("being run by process {}", *holder) : "not running");
+  }
+}
+
 int status_command(const CampaignOptions& o, const GlobalOptions& global) {
-  const auto paths = campaign_paths(o.campaign, make_context(global.root));
+  const auto context = make_context(global.root);
+  const fs::path given(o.campaign);
+  // A folder of shard stores that were not merged yet: the shards alone.
+  for (const auto& dir : {given, context.cache_dir / "campaigns" / o.campaign}) {
+    std::error_code error;
+    if (fs::is_directory(dir, error) && !fs::exists(dir / "campaign.db") && !find_shard_stores(dir).empty()) {
+      std::cout << fmt::format("campaign in {}: shard stores not merged yet (d2k campaign merge {})\n", dir.string(),
+                               dir.string());
+      print_shards(dir);
+      return 0;
+    }
+  }
+  const auto paths = campaign_paths(o.campaign, context);
   Store store(paths.store());
   const auto info = store.campaign();
   if (!info) fail("{}: the store holds no campaign yet", paths.store().string());
@@ -125,6 +131,10 @@ int status_command(const CampaignOptions& o, const GlobalOptions& global) {
       std::cout << fmt::format("  failed {}: {}\n", r.plan.key, r.error);
     }
   }
+  if (!find_shard_stores(paths.dir).empty()) {
+    std::cout << "shard stores (the figures above are of the last d2k campaign merge):\n";
+    print_shards(paths.dir);
+  }
   return 0;
 }
 
@@ -140,11 +150,20 @@ Command add_campaign_command(CLI::App& app, const GlobalOptions& global) {
   run->add_flag("--dry-run", options->dry_run, "print the runs and the token and dollar bounds; run nothing");
   run->add_option("--sandbox", options->sandbox, "strict, best-effort or off (overrides the plan's)");
   run->add_option("--progress-seconds", options->progress_seconds, "a progress line this often")->capture_default_str();
+  run->add_option("--shard", options->shard,
+                  "I/N: run shard I (from 0) of N, into its own store (as a Slurm array task does; docs/campaigns.md)");
+  run->add_option("--locks-dir", options->locks_dir, "the device locks' folder (default: <cache>/locks)");
   auto* status = command->add_subcommand("status", "where a campaign stands (reads its store; safe while it runs)");
   status->add_option("campaign", options->campaign, "the campaign's folder, its campaign.db, or its name")->required();
-  return {command, [options, &global, run, status]() -> int {
+  auto submit_options = std::make_shared<SubmitOptions>();
+  auto* submit = add_submit_command(*command, *submit_options);
+  auto merge_options = std::make_shared<MergeOptions>();
+  auto* merge = add_merge_command(*command, *merge_options);
+  return {command, [options, submit_options, merge_options, &global, run, status, submit, merge]() -> int {
             if (run->parsed()) return run_command(*options, global);
             if (status->parsed()) return status_command(*options, global);
+            if (submit->parsed()) return submit_command(*submit_options, global);
+            if (merge->parsed()) return merge_command(*merge_options, global);
             return 2;
           }};
 }

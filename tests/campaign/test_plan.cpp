@@ -106,5 +106,36 @@ TEST(Plan, ErrorsNameTheFileLineFieldAndValue) {
   EXPECT_NE(e.find("not TOML"), std::string::npos) << e;
 }
 
+TEST(Plan, SlurmSettingsForSubmit) {
+  EXPECT_FALSE(load_plan(write_plan("plain.toml", kPlan)).slurm.shards);  // none: submit asks for --shards
+  const auto plan = load_plan(write_plan("slurm.toml", std::string(kPlan) + R"toml(
+[slurm]
+shards = 8
+gpus_per_task = 2
+cpus_per_task = 16
+minutes_per_run = 45
+partition = "h200"
+account = "proj-42"
+sbatch_options = ["--qos=high", "--exclusive"]
+)toml"));
+  EXPECT_EQ(*plan.slurm.shards, 8);
+  EXPECT_EQ(*plan.slurm.gpus_per_task, 2);
+  EXPECT_EQ(*plan.slurm.cpus_per_task, 16);
+  EXPECT_EQ(*plan.slurm.minutes_per_run, 45.0);
+  EXPECT_EQ(plan.slurm.partition, "h200");
+  EXPECT_EQ(plan.slurm.account, "proj-42");
+  EXPECT_EQ(plan.slurm.sbatch_options, (std::vector<std::string>{"--qos=high", "--exclusive"}));
+  auto e = error_of(std::string(kPlan) + "\n[slurm]\nshards = 0\n");
+  EXPECT_NE(e.find("slurm.shards = 0: must be at least 1"), std::string::npos) << e;
+  e = error_of(std::string(kPlan) + "\n[slurm]\nsbatch_options = [\"qos=high\"]\n");
+  EXPECT_NE(e.find("slurm.sbatch_options[0] = \"qos=high\": must be one long sbatch option"), std::string::npos) << e;
+  e = error_of(std::string(kPlan) + "\n[slurm]\ngpus = 1\n");
+  EXPECT_NE(e.find("slurm.gpus"), std::string::npos) << e;
+  // The same text read from a store: the same plan, paths relative to the file it names.
+  const auto again = parse_plan(plan.text, plan.file);
+  EXPECT_EQ(again.runs(), plan.runs());
+  EXPECT_EQ(again.models_file, plan.models_file);
+}
+
 }  // namespace
 }  // namespace d2k::campaign
