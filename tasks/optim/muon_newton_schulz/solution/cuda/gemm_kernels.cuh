@@ -74,18 +74,19 @@ using GemmTN = Gemm<cutlass::layout::RowMajor, cutlass::layout::ColumnMajor, Til
 // The tile-scheduler tag of the triangle GEMMs (TileSchedulerSelector maps it to TriangleScheduler below).
 struct TriangleTiles {};
 
-// A persistent scheduler over the upper triangle of an [m, m] output's tiles, matrix by matrix of the batch:
-// work unit u of matrix l is the u-th tile of the triangle in row-major order (row i holds tiles (i, i) ..
-// (i, T - 1)), T (T + 1) / 2 units per matrix. CTA c takes units c, c + grid, c + 2 grid, ... (the static
-// round robin of CUTLASS's PersistentTileSchedulerSm90, whose Params, workspace and fix-up hooks it reuses:
-// they do not depend on which tile a unit is). One CTA per cluster: a 2 x 1 cluster would need both CTAs on
-// one column of tiles, and the columns of a triangle hold odd counts.
 // The number of work units of a triangle GEMM over (m, m, *, L) on square tiles of `tile` rows.
 inline int64_t triangle_units(int64_t m, int64_t L, int64_t tile) {
   const int64_t T = (m + tile - 1) / tile;
   return T * (T + 1) / 2 * L;
 }
 
+// A persistent scheduler over the upper triangle of an [m, m] output's tiles, matrix by matrix of the batch:
+// work unit u of matrix l is the u-th tile of the triangle in row-major order (row i holds tiles (i, i) ..
+// (i, T - 1)), T (T + 1) / 2 units per matrix. CTA c takes units c, c + grid, c + 2 grid, ... (the static
+// round robin of CUTLASS's PersistentTileSchedulerSm90, whose Params, workspace and fix-up hooks it reuses:
+// they do not depend on which tile a unit is). One CTA per cluster: a 2 x 1 cluster would need both CTAs on
+// one column of tiles, and half the columns of a triangle hold odd counts (notes.md: a balanced choice of
+// which side of the diagonal each tile is computed on would fix that).
 class TriangleScheduler : public cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90 {
   using Base = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90;
 
