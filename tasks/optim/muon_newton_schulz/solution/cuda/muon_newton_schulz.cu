@@ -215,8 +215,14 @@ struct Call {
         {M, N, K, L},
         {a.data, strided<typename Kernel::StrideA>(a.ld, a.batch), b.data, strided<typename Kernel::StrideB>(b.ld, b.batch)},
         {{}, c.data, strided<typename Kernel::StrideC>(c.ld, c.batch), d, strided<typename Kernel::StrideD>(ldd, batch_d)}};
-    args.epilogue.thread.alpha = alpha;
-    args.epilogue.thread.beta = beta;
+    if constexpr (G::kMirror) {
+      // The tree's arguments, children before their node: {{beta, C, {alpha, acc, *}, fma}, mirror store}.
+      args.epilogue.thread = {{{{beta}, {nullptr}, {}}, {}, {{{alpha}, {nullptr}, {}}, {}, {}}, {}},
+                              {d, typename G::MirrorStride{cute::_1{}, ldd, batch_d}}};
+    } else {
+      args.epilogue.thread.alpha = alpha;
+      args.epilogue.thread.beta = beta;
+    }
     args.hw_info.device_id = 0;
     cudaGetDevice(&args.hw_info.device_id);
     args.hw_info.sm_count = sm_count();
@@ -266,20 +272,24 @@ int run(const d2k_call* call, const Plan& p) {
   // Padded extents: m and n as the GEMMs see them; X is stored [Rp, Cp] (the input's layout), ld Cp.
   const int m = static_cast<int>(p.tall ? p.Cp : p.Rp), n = static_cast<int>(p.tall ? p.Rp : p.Cp);
   const int64_t ldx = p.Cp, batch_x = p.Rp * p.Cp, lda = p.mp, batch_a = p.mp * p.mp;
+  if (muon::triangle_units(m, L, muon::TriangleTN::kTileRows) > INT32_MAX)
+    return fail(call, "optim/muon_newton_schulz: %d matrices of %d x %d give more triangle tiles than the scheduler counts",
+                L, m, m);
   for (int step = 0; step < kSteps; ++step) {
     cutlass::bfloat16_t* in = xs[step % 2];
     const bool last = step == kSteps - 1;
     cutlass::bfloat16_t* out = last && p.direct ? reinterpret_cast<cutlass::bfloat16_t*>(p.x) : xs[(step + 1) % 2];
     const Operand X{in, ldx, batch_x}, Am{A, lda, batch_a}, Bop{Bm, lda, batch_a};
     int rc = 0;
-    // A = X X^T (or Y^T Y), alpha 1, beta 0: C is never read.
+    // A = X X^T (or Y^T Y), alpha 1, beta 0 (C is never read): the upper triangle of tiles, mirrored.
     if (!p.tall)
-      rc = Call<muon::GemmTN>{m, m, n, L, X, X, Am, A, lda, batch_a, 1.0f, 0.0f}.run(call, stream);
+      rc = Call<muon::TriangleTN>{m, m, n, L, X, X, Am, A, lda, batch_a, 1.0f, 0.0f}.run(call, stream);
     else
-      rc = Call<muon::GemmNT>{m, m, n, L, X, X, Am, A, lda, batch_a, 1.0f, 0.0f}.run(call, stream);
+      rc = Call<muon::TriangleNT>{m, m, n, L, X, X, Am, A, lda, batch_a, 1.0f, 0.0f}.run(call, stream);
     if (rc) return rc;
-    // B = c (A A) + b A; A symmetric, so its rows serve as the K-major second operand.
-    rc = Call<muon::GemmTN>{m, m, m, L, Am, Am, Am, Bm, lda, batch_a, kC, kB}.run(call, stream);
+    // B = c (A A) + b A, symmetric too: its upper triangle, mirrored; A's rows serve as the K-major second
+    // operand (A is symmetric).
+    rc = Call<muon::TriangleTN>{m, m, m, L, Am, Am, Am, Bm, lda, batch_a, kC, kB}.run(call, stream);
     if (rc) return rc;
     // X' = (B X) + a X, or Y' = (Y B) + a Y with B symmetric read K-major.
     if (!p.tall)
