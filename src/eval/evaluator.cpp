@@ -1,6 +1,7 @@
 #include "eval/evaluator.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -256,7 +257,7 @@ void add_performance(Trace& trace, const Task& task, const Workload& workload, c
 // the request then tells the worker where Python, Triton and the compiled kernels are. A failure is the
 // trace's status and message.
 std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const Solution& solution, const BuildResult& build,
-                                                                          WorkerRequest& request) {
+                                                                          WorkerRequest& request, std::string& summary) {
   std::string why;
   const auto setup = find_triton(environment_.root, why);
   if (!setup) return std::pair{Status::runtime_error, "no usable Triton: " + why};
@@ -289,6 +290,12 @@ std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const
     return std::pair{Status::runtime_error, message};
   }
   request.python = wire_python(*setup, spec);
+  std::vector<std::string> kernels;
+  for (const auto& kernel : warm.kernels)
+    kernels.push_back(fmt::format("{} ({}, {} warps)", kernel.value("kernel", "?"), kernel.value("hash", "").substr(0, 12),
+                                  kernel.value("num_warps", 0)));
+  summary = fmt::format("d2k: Triton {} warm-up: {} kernel(s) for sm_90a in {:.1f} s: {}\n", setup->version, kernels.size(),
+                        warm.seconds, fmt::join(kernels, ", "));
   return std::nullopt;
 }
 
@@ -359,9 +366,10 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
   WorkerRequest request = request_for(task, workload, build, environment_, settings_);
+  std::string warmup_summary;
   if (solution.language == Language::triton) {
     step("compiling the Triton kernels (warm-up)", "warmup");
-    if (auto stop = triton_warmup_for(solution, build, request)) {
+    if (auto stop = triton_warmup_for(solution, build, request, warmup_summary)) {
       trace.status = stop->first;
       trace.message = stop->second;
       return trace;
@@ -378,6 +386,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const WorkerOutcome outcome = run_worker(launch, request, bytes_of(task, first), bytes_of(task, second));
   const Oracles done = oracles.get();  // an oracle's error, rethrown
   record_worker(trace, outcome);
+  if (!warmup_summary.empty()) trace.log = cap(warmup_summary + trace.log);
   phases_.split(outcome.report.phases, "worker_start");
 
   step("checking", "check");

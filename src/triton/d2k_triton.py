@@ -162,6 +162,9 @@ def start(mode, capability, triton_site, cache_dir, build_stubs=False):
     S.mode = mode
     S.capability = int(capability)
     os.environ["TRITON_CACHE_DIR"] = cache_dir
+    # Triton's backends from its own folder, not from the installed distributions' entry points: the
+    # sandboxes show the triton/ folder alone, without its dist-info.
+    os.environ["TRITON_BACKENDS_IN_TREE"] = "1"
     if triton_site and triton_site not in sys.path:
         sys.path.insert(0, triton_site)
     import triton  # noqa: F401
@@ -170,7 +173,7 @@ def start(mode, capability, triton_site, cache_dir, build_stubs=False):
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia import driver as nvdriver
     from triton.backends.nvidia import compiler as nvcompiler
-    from triton.compiler import compiler as tcompiler
+    from triton.runtime import cache as tcache
     from triton.runtime import build as tbuild
     from triton.runtime.driver import driver as driver_config
     from triton.runtime import jit as tjit
@@ -226,8 +229,8 @@ def start(mode, capability, triton_site, cache_dir, build_stubs=False):
             if build_stubs:
                 nvdriver.CudaLauncher(kernel.src, kernel.metadata)
             entry = {"kernel": self.fn.__name__, "hash": kernel.hash, "sm": S.capability,
-                     "cubin_bytes": len(kernel.asm.get("cubin", b"")), "registers": kernel.n_regs
-                     if hasattr(kernel, "n_regs") and kernel.n_regs is not None else None}
+                     "cubin_bytes": len(kernel.asm.get("cubin", b"")), "num_warps": kernel.metadata.num_warps,
+                     "shared_bytes": kernel.metadata.shared}
             if entry not in S.kernels:
                 S.kernels.append(entry)
             return kernel
@@ -238,7 +241,7 @@ def start(mode, capability, triton_site, cache_dir, build_stubs=False):
         nvdriver.library_dirs()
         target = GPUTarget("cuda", S.capability, 32)
         nvcompiler.CUDABackend(target).hash()
-        tcompiler.triton_key()
+        tcache.triton_key()
         S.driver = D2kDriver(with_utils=True)
         knobs.build.impl = _no_build
 
