@@ -1,12 +1,15 @@
 # Cheat (threat 3, Triton): a cache keyed on the tensors' addresses. A Triton solution has no memory of
 # its own to keep outputs in (no allocator without torch), so it skips the work when it has seen the
-# buffers before, hoping they still hold the answer. norm/fused_add_rmsnorm is deterministic: the repeat
-# of the second draw, in the same buffers, leaves the re-uploaded inputs untouched: rejected, "changed
-# between two runs on the same inputs".
+# buffers before, hoping they still hold the answer; it computes the harness's first calls (the second
+# draw, its repeat, the checked call, all in the same buffers) so as to reach the timing. The timed calls
+# cycle through copies of the tensors, so most of them revisit buffers and are skipped: their in-place
+# outputs are their restored inputs, and the timed calls whose outputs come back are checked against their
+# own oracles: rejected, "every timed call must compute its own outputs".
 import triton
 import triton.language as tl
 
 seen = set()
+calls = [0]
 
 
 @triton.jit
@@ -27,7 +30,8 @@ def add_rmsnorm(x_ptr, r_ptr, w_ptr, H, sx, sr, eps, BLOCK: tl.constexpr):
 def launch(x, residual, weight, eps, workspace):
     key = (x.data_ptr(), residual.data_ptr(), weight.data_ptr())
     T, H = x.shape
-    if key in seen:
+    calls[0] += 1
+    if key in seen and calls[0] > 3:
         return
     seen.add(key)
     add_rmsnorm[(T,)](x, residual, weight, H, x.stride(0), residual.stride(0), eps,
