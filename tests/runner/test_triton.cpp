@@ -276,47 +276,34 @@ def launch(x, residual, weight, eps, workspace):
 }  // namespace
 
 // The worker's side without a GPU: the embedded CPython (worker/triton.cpp) started as the worker starts
-// it, the solution loaded under the guard, and a call bound to the runtime's tensor objects, down to the
-// point where Triton loads the warm-up's kernel onto the device. Here the device is CUDA's stub libcuda
-// (every call fails with "stub library"), which shows that the kernel and its launcher stub came from the
-// warm-up's cache: a compile in the worker fails otherwise, with d2k's message.
+// it, then the worker's seccomp filter (no program may run after it: no ptxas, gcc, ldconfig), the solution
+// loaded under the guard, and a call bound to the runtime's tensor objects, down to the point where Triton
+// loads the warm-up's kernel onto the device. Here the device is CUDA's stub libcuda (every call fails),
+// which shows that the kernel and its launcher stub came from the warm-up's cache: a compile in the worker
+// fails otherwise, with d2k's message. In a child process, since the filter stays for the process's life.
 #include "worker/leftovers.hpp"
+#include "worker/seccomp.hpp"
 #include "worker/triton.hpp"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
 
 namespace {
 
 const fs::path kCudaStubs = "/usr/local/cuda/lib64/stubs";
 
-TEST_F(Triton, TheWorkerRunsTheLauncherOnTheWarmUpsKernelsWithoutCompiling) {
-  if (!fs::exists(kCudaStubs / "libcuda.so")) GTEST_SKIP() << "no CUDA toolkit stubs in " << kCudaStubs;
-  // libcuda.so.1 for Triton's C modules: the stub, by its soname, found by Triton's knob and already loaded.
-  const fs::path stubs = root_ / "stubs";
-  fs::create_directories(stubs);
-  fs::create_symlink(kCudaStubs / "libcuda.so", stubs / "libcuda.so.1");
-  ::setenv("TRITON_LIBCUDA_PATH", stubs.c_str(), 1);
-  ::setenv("LD_LIBRARY_PATH", stubs.c_str(), 1);  // for the warm-up, which loads Triton's C modules too
-  ASSERT_NE(::dlopen((stubs / "libcuda.so.1").c_str(), RTLD_NOW | RTLD_GLOBAL), nullptr) << ::dlerror();
-
-  const BuildResult built = build(kNormTriton);
-  WarmupSpec spec = norm_spec(built, 37, 3584, 3584);
-  spec.build_stubs = true;
-  const WarmupResult warm = triton_warmup(setup_, spec);
-  ASSERT_TRUE(warm.ok) << warm.kind << ": " << warm.message << "\n" << warm.log;
-
-  WorkerRequest request;
-  request.library = built.library.string();
-  request.device = Device::cuda;
-  request.inputs = spec.inputs;
-  request.outputs = spec.outputs;
-  request.scalars = spec.scalars;
-  request.python = wire_python(setup_, spec);
+// The child's checks: what failed, one line each.
+std::string worker_checks(WorkerRequest request, const fs::path& lazy_library, const std::vector<WireTensor>& other_inputs,
+                          const std::vector<WireTensor>& other_outputs) {
+  std::ostringstream failed;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok) failed << what << "\n";
+  };
   start_triton(*request.python);
-  EXPECT_EQ(forbidden_library_loaded(), std::nullopt) << "libtriton from the Triton d2k gave is allowed";
+  forbid_outside_work({});  // as the worker does between its set-up and the solution's load
+  expect(forbidden_library_loaded() == std::nullopt, "libtriton from the Triton d2k gave is refused");
   const TritonLoad loaded = load_triton(request);
-  ASSERT_FALSE(loaded.refused) << *loaded.refused;
-  ASSERT_FALSE(loaded.error) << *loaded.error;
+  if (loaded.refused || loaded.error) return "load: " + loaded.refused.value_or(loaded.error.value_or(""));
 
   std::vector<d2k_tensor> inputs(3), outputs(2);
   const char* names[] = {"x", "residual", "weight"};
@@ -338,38 +325,90 @@ TEST_F(Triton, TheWorkerRunsTheLauncherOnTheWarmUpsKernelsWithoutCompiling) {
   call.num_scalars = 1;
   call.error = error;
   size_t bytes = 99;
-  EXPECT_EQ(loaded.library.workspace_size(&call, &bytes), 0) << error;
-  EXPECT_EQ(bytes, 0u);
-  EXPECT_NE(loaded.library.run(&call), 0);
-  const std::string message = error;
+  expect(loaded.library.workspace_size(&call, &bytes) == 0 && bytes == 0, "workspace_size: " + std::string(error));
+  expect(loaded.library.run(&call) != 0, "a call on the stub libcuda succeeded");
+  std::string message = error;
   std::cout << "the call's error, with the stub libcuda: " << message << "\n";
-  EXPECT_EQ(message.find("not in the warm-up's"), std::string::npos) << message;
-  EXPECT_NE(message.find("launch raised"), std::string::npos) << message;
-  EXPECT_NE(message.find("CUDA"), std::string::npos) << "the stub's error, loading the cached kernel: " << message;
-  EXPECT_EQ(triton_refused_import(), std::nullopt);
+  expect(message.find("launch raised RuntimeError: Triton Error [CUDA]") != std::string::npos,
+         "not the stub's error, loading the cached kernel: " + message);
+  expect(triton_refused_import() == std::nullopt, "an import refused");
 
   // Shapes the warm-up did not see (another block size): the worker refuses to compile, and says so.
-  WarmupSpec other = norm_spec(built, 37, 2048, 2048);
-  request.inputs = other.inputs;
-  request.outputs = other.outputs;
+  request.inputs = other_inputs;
+  request.outputs = other_outputs;
   const TritonLoad again = load_triton(request);
-  ASSERT_FALSE(again.error) << *again.error;
   error[0] = '\0';
-  EXPECT_NE(again.library.run(&call), 0);
-  EXPECT_NE(std::string(error).find("a kernel was not in the warm-up's Triton cache, and nothing is compiled in the worker"),
-            std::string::npos)
-      << error;
+  expect(again.library.run(&call) != 0, "a kernel the warm-up did not compile ran");
+  message = error;
+  expect(message.find("a kernel was not in the warm-up's Triton cache, and nothing is compiled in the worker") !=
+             std::string::npos,
+         "the miss is not d2k's message: " + message);
 
   // An import the guard refuses, inside a call: the worker's check names it after the call.
-  const BuildResult lazy = build(kCorpus / "library_lazy_torch_triton.py");
-  request.library = lazy.library.string();
+  request.library = lazy_library.string();
   request.python->entry = "library_lazy_torch_triton";
   request.python->modules = {"library_lazy_torch_triton"};
   const TritonLoad cheat = load_triton(request);
-  ASSERT_FALSE(cheat.refused) << "the import is in launch, not at the module's top";
-  EXPECT_NE(cheat.library.run(&call), 0);
-  ASSERT_TRUE(triton_refused_import());
-  EXPECT_NE(triton_refused_import()->find("library_lazy_torch_triton.py imports 'torch'"), std::string::npos);
+  expect(!cheat.refused && !cheat.error, "the lazy cheat did not load: its import is in launch");
+  expect(cheat.library.run(&call) != 0, "the lazy cheat's call succeeded");
+  const auto refused = triton_refused_import();
+  expect(refused && refused->find("library_lazy_torch_triton.py imports 'torch'") != std::string::npos,
+         "the refused import is not named: " + refused.value_or("(none)"));
+  return failed.str();
+}
+
+TEST_F(Triton, TheWorkerRunsTheLauncherOnTheWarmUpsKernelsWithoutCompiling) {
+  if (!fs::exists(kCudaStubs / "libcuda.so")) GTEST_SKIP() << "no CUDA toolkit stubs in " << kCudaStubs;
+  // libcuda.so.1 for Triton's C modules: the stub, by its soname, found by Triton's knob and already loaded.
+  const fs::path stubs = root_ / "stubs";
+  fs::create_directories(stubs);
+  fs::create_symlink(kCudaStubs / "libcuda.so", stubs / "libcuda.so.1");
+  ::setenv("TRITON_LIBCUDA_PATH", stubs.c_str(), 1);
+  ::setenv("LD_LIBRARY_PATH", stubs.c_str(), 1);  // for the warm-up, which loads Triton's C modules too
+  ASSERT_NE(::dlopen((stubs / "libcuda.so.1").c_str(), RTLD_NOW | RTLD_GLOBAL), nullptr) << ::dlerror();
+
+  const BuildResult built = build(kNormTriton);
+  WarmupSpec spec = norm_spec(built, 37, 3584, 3584);
+  spec.build_stubs = true;
+  const WarmupResult warm = triton_warmup(setup_, spec);
+  ASSERT_TRUE(warm.ok) << warm.kind << ": " << warm.message << "\n" << warm.log;
+  const BuildResult lazy = build(kCorpus / "library_lazy_torch_triton.py");
+  const WarmupSpec other = norm_spec(built, 37, 2048, 2048);
+
+  WorkerRequest request;
+  request.library = built.library.string();
+  request.device = Device::cuda;
+  request.inputs = spec.inputs;
+  request.outputs = spec.outputs;
+  request.scalars = spec.scalars;
+  request.python = wire_python(setup_, spec);
+
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  std::cout.flush();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    std::string failed;
+    try {
+      failed = worker_checks(request, lazy.library, other.inputs, other.outputs);
+    } catch (const std::exception& error) {
+      failed = std::string("threw: ") + error.what();
+    }
+    std::cout.flush();
+    (void)!::write(pipe_fds[1], failed.data(), failed.size());
+    ::_exit(failed.empty() ? 0 : 1);
+  }
+  ::close(pipe_fds[1]);
+  std::string failed;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) failed.append(buffer, static_cast<std::size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child " << (WIFSIGNALED(status) ? "died of a signal" : "failed")
+                                                            << ":\n" << failed;
 }
 
 }  // namespace
