@@ -276,7 +276,8 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   if (solution.language == Language::triton) {
     if (options.triton_version.empty()) {
       result.log = fmt::format("solution {} is Triton code, and this machine has no usable Triton: {}", solution.name,
-                               options.triton_missing.empty() ? "not looked for" : options.triton_missing);
+                               options.triton_missing.empty() ? "this command does not run Triton solutions (d2k eval does, on the cuda device)"
+                                                              : options.triton_missing);
       result.command = "(no Triton)";
       result.seconds = elapsed();
       return result;
