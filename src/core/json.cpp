@@ -140,6 +140,11 @@ void to_json(json& j, const WorkerRequest& value) {
     j["seed_scalar"] = value.seed_scalar;
     j["seed_key"] = value.seed_key;
   }
+  if (value.python) {
+    const WirePython& p = *value.python;
+    j["python"] = json{{"library", p.library}, {"home", p.home}, {"site", p.site}, {"cache", p.cache},
+                       {"entry", p.entry}, {"modules", p.modules}, {"capability", p.capability}};
+  }
 }
 void from_json(const json& j, WorkerRequest& value) {
   expect_object(j, "request");
@@ -161,6 +166,19 @@ void from_json(const json& j, WorkerRequest& value) {
   read_optional(j, "seeded_calls", value.seeded_calls);
   read_optional(j, "seed_scalar", value.seed_scalar);
   read_optional(j, "seed_key", value.seed_key);
+  if (j.contains("python")) {
+    const json& p = j.at("python");
+    expect_object(p, "python");
+    WirePython python;
+    read_field(p, "library", python.library);
+    read_field(p, "home", python.home);
+    read_field(p, "site", python.site);
+    read_field(p, "cache", python.cache);
+    read_field(p, "entry", python.entry);
+    read_optional(p, "modules", python.modules);
+    read_optional(p, "capability", python.capability);
+    value.python = python;
+  }
 }
 
 void to_json(json& j, const GuardViolation& value) {

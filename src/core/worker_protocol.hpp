@@ -139,9 +139,23 @@ struct TimingConfig {
 // on the cpu device, a test seam where calls take milliseconds, 10.
 inline int default_min_samples(Device device) { return device == Device::cuda ? 50 : 10; }
 
+// A Triton solution's runtime (docs/abi.md, "Triton solutions"): the worker embeds the CPython of this
+// shared library, with the standard library under `home` and Triton from `site` (a folder holding triton/),
+// and reads the compiled kernels from the warm-up's cache, never compiling one itself.
+struct WirePython {
+  std::string library;     // libpython3.X.so.1.0
+  std::string home;        // sys.base_prefix
+  std::string site;        // the folder that holds triton/
+  std::string cache;       // the warm-up's Triton cache (read-only in the worker)
+  std::string entry;       // the solution's module that defines launch
+  std::vector<std::string> modules;  // all of the solution's modules (its .py files' stems)
+  int capability = 90;     // the target the warm-up compiled for (sm_90a)
+};
+
 struct WorkerRequest {
   std::string token;    // 32 hex digits: every evidence frame carries it (FrameHeader::token)
-  std::string library;  // absolute path of the solution's shared object
+  std::string library;  // absolute path of the solution's shared object (Triton: its entry module's file)
+  std::optional<WirePython> python;  // set for a Triton solution
   Device device = Device::cpu;
   std::vector<WireTensor> inputs;
   std::vector<WireTensor> outputs;

@@ -1,6 +1,7 @@
 #include "eval/evaluator.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/expr.hpp"
+#include "core/file_bytes.hpp"
 #include "core/keyed_digest.hpp"
 #include "core/metrics.hpp"
 #include "core/overhead.hpp"
@@ -24,6 +26,7 @@
 #include "reference/task_code.hpp"
 #include "reference/tensors.hpp"
 #include "reference/torch_device.hpp"
+#include "runner/triton.hpp"
 #include "timing/rotation.hpp"
 #include "timing/stats.hpp"
 #include "timing/timer.hpp"
@@ -250,6 +253,52 @@ void add_performance(Trace& trace, const Task& task, const Workload& workload, c
 
 }  // namespace
 
+// A Triton solution's kernels, compiled for this workload before its worker starts (runner/triton.hpp);
+// the request then tells the worker where Python, Triton and the compiled kernels are. A failure is the
+// trace's status and message.
+std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const Solution& solution, const BuildResult& build,
+                                                                          WorkerRequest& request, std::string& summary) {
+  std::string why;
+  const auto setup = find_triton(environment_.root, why);
+  if (!setup) return std::pair{Status::runtime_error, "no usable Triton: " + why};
+  if (setup->libpython.empty())
+    return std::pair{Status::runtime_error, fmt::format("{} has no shared libpython, which the worker embeds to run a "
+                                                        "Triton solution", setup->python.string())};
+  const std::filesystem::path entry = build.library.parent_path();
+  const auto manifest = nlohmann::json::parse(file_bytes(build.library).value_or("{}"));
+  WarmupSpec spec;
+  spec.src_dir = entry / "src";
+  spec.entry = manifest.at("entry").get<std::string>();
+  spec.modules = manifest.at("modules").get<std::vector<std::string>>();
+  spec.inputs = request.inputs;
+  spec.outputs = request.outputs;
+  spec.scalars = request.scalars;
+  spec.cache_dir = entry / "triton-cache";
+  spec.scratch_dir = environment_.scratch_dir / fmt::format("warmup-{:016x}", random_u64());
+  spec.build_stubs = environment_.device == Device::cuda;
+  spec.timeout_seconds = settings_.build_timeout_seconds;
+  spec.sandbox = environment_.sandbox;
+  const WarmupResult warm = triton_warmup(*setup, spec);
+  std::error_code ignored;
+  std::filesystem::remove_all(spec.scratch_dir, ignored);
+  if (!warm.ok) {
+    const std::string message = fmt::format("Triton warm-up: {}", warm.message);
+    if (warm.kind == "refused") return std::pair{Status::rejected, message};
+    if (warm.kind == "compile" || warm.message.find("SyntaxError") != std::string::npos)
+      return std::pair{Status::compile_error, message};
+    if (warm.kind == "harness") return std::pair{Status::runtime_error, message + "\n" + cap(warm.log)};
+    return std::pair{Status::runtime_error, message};
+  }
+  request.python = wire_python(*setup, spec);
+  std::vector<std::string> kernels;
+  for (const auto& kernel : warm.kernels)
+    kernels.push_back(fmt::format("{} ({}, {} warps)", kernel.value("kernel", "?"), kernel.value("hash", "").substr(0, 12),
+                                  kernel.value("num_warps", 0)));
+  summary = fmt::format("d2k: Triton {} warm-up: {} kernel(s) for sm_90a in {:.1f} s: {}\n", setup->version, kernels.size(),
+                        warm.seconds, fmt::join(kernels, ", "));
+  return std::nullopt;
+}
+
 Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
     : environment_(environment), settings_(std::move(settings)), observer_(observer) {}
 
@@ -265,6 +314,14 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   build_options.cutlass_include_dir = cutlass_include_dir(environment_.root);
   build_options.timeout_seconds = settings_.build_timeout_seconds;
   build_options.sandbox = environment_.sandbox;
+  if (solution.language == Language::triton && environment_.device == Device::cuda) {
+    std::string why;
+    if (auto setup = find_triton(environment_.root, why)) {
+      build_options.triton_version = setup->version;
+    } else {
+      build_options.triton_missing = why;
+    }
+  }
   if (observer_) observer_->building(task, solution);
   const auto build = build_solution(solution, build_options);
   if (observer_) observer_->built(task, build);
@@ -308,7 +365,16 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // A second draw, a few elements away from the first, run first in the same buffers: outputs that
   // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
   const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
-  const WorkerRequest request = request_for(task, workload, build, environment_, settings_);
+  WorkerRequest request = request_for(task, workload, build, environment_, settings_);
+  std::string warmup_summary;
+  if (solution.language == Language::triton) {
+    step("compiling the Triton kernels (warm-up)", "warmup");
+    if (auto stop = triton_warmup_for(solution, build, request, warmup_summary)) {
+      trace.status = stop->first;
+      trace.message = stop->second;
+      return trace;
+    }
+  }
   auto oracles = start_oracles(task, *code, scalars, first, second, environment_.device, request, step);
   // The device's lock (a campaign's concurrent runs), from the worker's start to the workload's end (its
   // checks and the baselines' timing): exclusive when timed, so that nothing else runs on the device
@@ -320,6 +386,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const WorkerOutcome outcome = run_worker(launch, request, bytes_of(task, first), bytes_of(task, second));
   const Oracles done = oracles.get();  // an oracle's error, rethrown
   record_worker(trace, outcome);
+  if (!warmup_summary.empty()) trace.log = cap(warmup_summary + trace.log);
   phases_.split(outcome.report.phases, "worker_start");
 
   step("checking", "check");

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/task.hpp"
@@ -55,6 +56,10 @@ class Evaluator {
  private:
   Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
                           const BuildResult& build, int index, int count);
+  // A Triton solution's warm-up for the workload of `request`, which gains its python part; a failure is
+  // the trace's status and message. `summary` gets a line for the trace's log: the kernels and the time.
+  std::optional<std::pair<Status, std::string>> triton_warmup_for(const Solution& solution, const BuildResult& build,
+                                                                  WorkerRequest& request, std::string& summary);
 
   const EvalEnvironment& environment_;
   EvalSettings settings_;

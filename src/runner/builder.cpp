@@ -19,6 +19,7 @@
 #include "core/file_bytes.hpp"
 #include "runner/process.hpp"
 #include "runner/sha256.hpp"
+#include "triton/d2k_triton_source.hpp"
 
 namespace fs = std::filesystem;
 
@@ -46,6 +47,7 @@ std::optional<Language> language_of_source(const fs::path& file) {
   std::string ext = file.extension().string();
   if (ext == ".cu") return Language::cuda;
   if (ext == ".cpp" || ext == ".cc") return Language::cpp;
+  if (ext == ".py") return Language::triton;
   return std::nullopt;
 }
 
@@ -128,9 +130,71 @@ fs::path make_temp_dir(const fs::path& cache_dir, const std::string& hash) {
   return pattern;
 }
 
+// A Triton solution is not compiled here: its kernels are compiled per workload by the warm-up
+// (runner/triton.hpp). Its build is the cache entry: the sources under src/, the manifest triton.json (the
+// "library" the worker is given: the entry module and the modules) and the Triton cache the warm-ups fill.
+BuildResult build_triton(const Solution& solution, const BuildOptions& options, BuildResult result) {
+  Sha256 hash;
+  add_field(hash, "language", "triton");
+  add_field(hash, "runtime", kTritonRuntimeSource);
+  add_field(hash, "triton", options.triton_version);
+  add_field(hash, "entry", solution.entry);
+  if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& file : solution.sources) files.emplace_back(file.filename().string(), read_file(file));
+  for (const auto& [name, bytes] : files) {
+    add_field(hash, "name", name);
+    add_field(hash, "bytes", bytes);
+  }
+  result.hash = hash.hex_digest();
+  std::error_code error;
+  fs::create_directories(options.cache_dir, error);
+  if (error) fail("cannot create the build cache {}: {}", options.cache_dir.string(), error.message());
+  Entry entry{options.cache_dir / result.hash};
+  result.command = fmt::format("the Triton warm-up compiles {}'s kernels per workload for sm_90a (triton {})",
+                               solution.name, options.triton_version);
+  if (fs::exists(entry.status())) {
+    result.cached = true;
+    result.ok = read_file(entry.status()).starts_with("ok");
+    result.log = read_file(entry.log());
+    result.library = entry.dir / "triton.json";
+    return result;
+  }
+  fs::path temp = make_temp_dir(options.cache_dir, result.hash);
+  fs::permissions(temp, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec, error);
+  fs::create_directory(temp / "src");
+  fs::create_directory(temp / "triton-cache");
+  std::vector<std::string> modules;
+  for (const auto& [name, bytes] : files) {
+    write_file(temp / "src" / name, bytes);
+    modules.push_back(fs::path(name).stem().string());
+  }
+  write_file(temp / "triton.json", fmt::format("{{\"entry\": \"{}\", \"modules\": [\"{}\"]}}\n", solution.entry,
+                                               fmt::join(modules, "\", \"")));
+  result.log = fmt::format("triton {}: {} module(s), entry {}.py\n", options.triton_version, modules.size(), solution.entry);
+  write_file(temp / "build.log", result.log);
+  write_file(temp / "status", "ok\n");
+  fs::rename(temp, entry.dir, error);
+  if (error) {
+    fs::remove_all(temp, error);
+    if (!fs::exists(entry.status())) fail("cannot store the build in {}", entry.dir.string());
+  }
+  result.ok = true;
+  result.library = entry.dir / "triton.json";
+  return result;
+}
+
 }  // namespace
 
-std::string_view name_of(Language language) { return language == Language::cuda ? "cuda" : "cpp"; }
+std::string_view name_of(Language language) {
+  switch (language) {
+    case Language::cuda: return "cuda";
+    case Language::cpp: return "cpp";
+    case Language::triton: return "triton";
+  }
+  return "cpp";
+}
 
 fs::path cutlass_include_dir(const fs::path& root) {
   const char* chosen = std::getenv("D2K_CUTLASS_DIR");
@@ -151,33 +215,44 @@ Solution load_solution(const fs::path& path) {
   Solution solution;
   if (fs::is_regular_file(full)) {
     std::optional<Language> language = language_of_source(full);
-    if (!language) fail("solution {} is neither a .cu nor a .cpp/.cc file", path.string());
+    if (!language) fail("solution {} is not a .cu, .cpp/.cc or .py file", path.string());
     solution.name = full.stem().string();
     solution.dir = full.parent_path();
     solution.language = *language;
     solution.sources = {full};
+    if (*language == Language::triton) solution.entry = full.stem().string();
     return solution;
   }
   if (!fs::is_directory(full)) fail("solution {} is neither a file nor a folder", path.string());
 
   solution.name = full.filename().string();
   solution.dir = full;
-  std::vector<fs::path> cuda, cpp;
+  std::map<Language, std::vector<fs::path>> found;
   for (const auto& item : fs::directory_iterator(full)) {
     if (!item.is_regular_file()) continue;
-    std::optional<Language> language = language_of_source(item.path());
-    if (language == Language::cuda) cuda.push_back(item.path());
-    if (language == Language::cpp) cpp.push_back(item.path());
+    if (std::optional<Language> language = language_of_source(item.path())) found[*language].push_back(item.path());
     if (is_header(item.path())) solution.headers.push_back(item.path());
   }
-  if (!cuda.empty() && !cpp.empty()) {
+  // .py files beside C++ or CUDA sources are not the solution's (an agent's scratch scripts): a folder is
+  // a Triton solution when .py files are its only sources.
+  if (found.size() > 1) found.erase(Language::triton);
+  if (found.size() > 1) {
     fail("solution folder {} holds both .cu and .cpp/.cc files; a solution is one language", path.string());
   }
-  if (cuda.empty() && cpp.empty()) fail("solution folder {} holds no .cu or .cpp/.cc file", path.string());
-  solution.language = cuda.empty() ? Language::cpp : Language::cuda;
-  solution.sources = cuda.empty() ? cpp : cuda;
+  if (found.empty()) fail("solution folder {} holds no .cu, .cpp/.cc or .py file", path.string());
+  solution.language = found.begin()->first;
+  solution.sources = found.begin()->second;
   std::sort(solution.sources.begin(), solution.sources.end());
   std::sort(solution.headers.begin(), solution.headers.end());
+  if (solution.language == Language::triton) {
+    for (const auto& source : solution.sources)
+      if (source.filename() == "solution.py") solution.entry = "solution";
+    if (solution.entry.empty() && solution.sources.size() == 1) solution.entry = solution.sources.front().stem().string();
+    if (solution.entry.empty())
+      fail("Triton solution folder {} holds several .py files and no solution.py: name the module that defines launch "
+           "solution.py", path.string());
+    solution.headers.clear();  // a Triton solution has none; its other .py files are modules it may import
+  }
   return solution;
 }
 
@@ -190,7 +265,27 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
   std::vector<std::string> argv = command_template(solution, options);
   result.command = shell_line(concrete(argv, options));
 
-  Device wanted = solution.language == Language::cuda ? Device::cuda : Device::cpu;
+  Device wanted = solution.language == Language::cpp ? Device::cpu : Device::cuda;
+  if (solution.language == Language::triton && options.device != Device::cuda) {
+    result.log = fmt::format("solution {} is Triton code: the {} device has no Triton backend (Triton solutions run on the "
+                             "cuda device only; docs/abi.md)", solution.name, name_of(options.device));
+    result.command = "(no Triton backend on this device)";
+    result.seconds = elapsed();
+    return result;
+  }
+  if (solution.language == Language::triton) {
+    if (options.triton_version.empty()) {
+      result.log = fmt::format("solution {} is Triton code, and this machine has no usable Triton: {}", solution.name,
+                               options.triton_missing.empty() ? "this command does not run Triton solutions (d2k eval does, on the cuda device)"
+                                                              : options.triton_missing);
+      result.command = "(no Triton)";
+      result.seconds = elapsed();
+      return result;
+    }
+    result = build_triton(solution, options, result);
+    result.seconds = elapsed();
+    return result;
+  }
   if (options.device != wanted) {
     result.log =
         fmt::format("solution {} is {} code, which runs on the {} device, not on the {} device",

@@ -13,7 +13,9 @@
 
 namespace d2k {
 
-enum class Language { cuda, cpp };
+// triton: Python with @triton.jit kernels and a launcher (docs/abi.md, "Triton solutions"); it runs on the
+// cuda device only, in the worker's embedded CPython.
+enum class Language { cuda, cpp, triton };
 
 std::string_view name_of(Language language);
 
@@ -23,11 +25,14 @@ struct Solution {
   Language language = Language::cuda;
   std::vector<std::filesystem::path> sources;  // sorted
   std::vector<std::filesystem::path> headers;  // sorted; empty for a single-file solution
+  std::string entry;                           // triton: the module that defines launch (a file's stem)
 };
 
-// A .cu (cuda) or .cpp/.cc (cpp) file, or a folder whose .cu or .cpp/.cc files are the sources (not
-// recursive), with its .h/.hpp/.cuh files as headers. Throws d2k::Error for a missing path, another
-// file type, or a folder holding both kinds of source or none.
+// A .cu (cuda), .cpp/.cc (cpp) or .py (triton) file, or a folder whose .cu, .cpp/.cc or .py files are the
+// sources (not recursive), with its .h/.hpp/.cuh files as headers. A Triton folder's entry module is
+// solution.py, or its only .py file; .py files beside .cu or .cpp/.cc files are not sources. Throws
+// d2k::Error for a missing path, another file type, or a folder holding both .cu and .cpp/.cc files or
+// no source.
 Solution load_solution(const std::filesystem::path& path);
 
 struct BuildOptions {
@@ -45,6 +50,10 @@ struct BuildOptions {
   // The sandbox compilers run in (its mode and launcher; build_sandbox adds the paths and limits).
   // Unset: no sandbox and the full environment, for callers that compile trusted code.
   std::optional<Sandbox> sandbox;
+  // triton: the pinned Triton's version (runner/triton.hpp), part of the cache key. Empty: not found,
+  // and a Triton solution does not build.
+  std::string triton_version;
+  std::string triton_missing;  // why, when triton_version is empty
 };
 
 // Where the CUTLASS headers scripts/setup installs are for the d2k tree `root`: $D2K_CUTLASS_DIR when set,

@@ -346,6 +346,15 @@ WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, cons
     spec.sandbox = worker_sandbox(*launch.sandbox, launch.worker, request.library, dir.path(), launch.gpu,
                                   launch.timeout_seconds);
     if (launch.ncu) spec.sandbox->read.insert(spec.sandbox->read.end(), launch.ncu->read.begin(), launch.ncu->read.end());
+    // A Triton solution: the embedded CPython's standard library (outside /usr) and Triton's package folder
+    // alone, not the site-packages around it (which may hold torch). Its kernels are in the build's entry.
+    if (request.python) {
+      auto& read = spec.sandbox->read;
+      const std::filesystem::path home = request.python->home, library = request.python->library;
+      if (!home.string().starts_with("/usr")) read.push_back(home);
+      if (!library.string().starts_with("/usr")) read.push_back(library);
+      read.push_back(std::filesystem::path(request.python->site) / "triton");
+    }
   }
 
   // The largest frame: every output at once, plus room for the fields.

@@ -31,17 +31,27 @@ std::set<std::string> loaded_objects() {
 // Libraries that do a task's work for it (or are the reference's own): a solution that loads one at
 // run time, past the build's link line, is calling what the task does not allow. The driver may load
 // helpers of its own lazily, so this is a list of what is forbidden, not of what is allowed.
-constexpr std::array<std::string_view, 12> kForbiddenLibraries = {
-    "libtorch", "libc10", "libcublas", "libcudnn", "libcufft", "libcusparse",
-    "libcusolver", "libcurand", "libnccl", "libcutlass", "libtriton", "libmkl"};
+// Python's: ctypes (native calls from a Triton solution) and numpy's core.
+constexpr std::array<std::string_view, 14> kForbiddenLibraries = {
+    "libtorch", "libc10", "libcublas", "libcudnn", "libcufft", "libcusparse", "libcusolver",
+    "libcurand", "libnccl", "libcutlass", "libtriton", "libmkl", "_ctypes", "_multiarray_umath"};
+
+// The Triton runtime's own folder (triton/): its libtriton is allowed for a Triton solution, from there only.
+std::string& allowed_triton_dir() {
+  static std::string dir;
+  return dir;
+}
 
 }  // namespace
+
+void allow_triton_from(const std::string& triton_dir) { allowed_triton_dir() = triton_dir.ends_with('/') ? triton_dir : triton_dir + "/"; }
 
 std::optional<std::string> forbidden_library_loaded() {
   for (const std::string& path : loaded_objects()) {
     const std::string file = fs::path(path).filename().string();
     for (std::string_view name : kForbiddenLibraries) {
       if (file.rfind(name, 0) != 0) continue;
+      if (name == "libtriton" && !allowed_triton_dir().empty() && path.starts_with(allowed_triton_dir())) continue;
       return fmt::format("loaded {} ({}); a solution may use no library that does the task's work (torch, cuBLAS, "
                          "cuDNN, ...)",
                          file, path);

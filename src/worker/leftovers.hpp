@@ -12,5 +12,7 @@ namespace d2k {
 // loaded that does the task's work.
 std::optional<std::string> leftover_threads(int baseline, const char* entry = "d2k_run");
 std::optional<std::string> forbidden_library_loaded();
+// A Triton solution: Triton's own libtriton is allowed when it is loaded from this folder (its triton/).
+void allow_triton_from(const std::string& triton_dir);
 
 }  // namespace d2k

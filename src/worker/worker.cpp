@@ -26,6 +26,7 @@
 #include "worker/seccomp.hpp"
 #include "worker/threads.hpp"
 #include "worker/timed_copies.hpp"
+#include "worker/triton.hpp"
 #ifdef D2K_WITH_CUDA
 #include "timing/cuda_guards.hpp"
 #include "timing/cupti_clock.hpp"
@@ -254,6 +255,12 @@ void Evaluation::setup() {
     // Opening NVML takes a while; it belongs to the set-up, not to the timing.
     if (device == Device::cuda) sensor_ = std::make_unique<ClockSensor>();
   }
+  // A Triton solution: the interpreter and Triton start here, the worker's own set-up, before the filter
+  // (Triton runs ldconfig and ptxas --version once) and before any of the solution's code.
+  if (request_.python) {
+    if (device != Device::cuda) fail("a Triton solution runs on the cuda device only: the cpu device has no Triton backend");
+    start_triton(*request_.python);
+  }
 }
 
 void Evaluation::run() {
@@ -351,6 +358,19 @@ void Evaluation::clock_mark(ClockMark mark) {
 }
 
 void Evaluation::load() {
+  if (request_.python) {
+    TritonLoad loaded;
+    try {
+      loaded = load_triton(request_);
+    } catch (const Error& error) {
+      failed(Stage::load, error.what());
+    }
+    if (loaded.refused) rejected(Stage::load, *loaded.refused);
+    if (loaded.error) failed(Stage::load, *loaded.error);
+    library_ = loaded.library;
+    if (auto library = forbidden_library_loaded()) rejected(Stage::load, *library);
+    return;
+  }
   try {
     library_ = load_library(request_.library);
   } catch (const Error& error) {
@@ -595,6 +615,8 @@ void Evaluation::call_solution(Stage stage, const char* entry, Call&& call) {
   if (std::optional<std::string> fault = device_error()) {
     failed(stage, fmt::format("{} caused a device error: {}", entry, *fault));
   }
+  if (request_.python)
+    if (auto refused = triton_refused_import()) rejected(stage, *refused);
   if (code != 0) failed(stage, solution_message(entry, code));
   after_call(stage, entry);
 }
@@ -608,6 +630,8 @@ void Evaluation::after_call(Stage stage, const char* entry) {
   if (stage != Stage::timing && stage != Stage::verification && stage != Stage::seeded) check_guards(false);
   if (auto threads = leftover_threads(threads_before_, entry)) rejected(stage, *threads);
   if (auto library = forbidden_library_loaded()) rejected(stage, *library);
+  if (request_.python)
+    if (auto refused = triton_refused_import()) rejected(stage, *refused);
 #ifdef D2K_WITH_CUDA
   if (request_.device == Device::cuda)
     if (auto state = call_left_state(stream_->get())) rejected(stage, *state);

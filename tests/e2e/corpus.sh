@@ -57,6 +57,10 @@ caught "$corpus/library_torch.cpp" $quant deepseek-v3-T1 compile_error "torch/to
 # Under the sandbox the library is not even visible; without it, loading it is caught by name.
 caught "$corpus/library_dlopen_torch.cpp" $quant deepseek-v3-T1 runtime_error "found no libtorch to call"
 caught "$corpus/library_dlopen_torch.cpp" $quant deepseek-v3-T1 rejected "loaded libc10.so" --sandbox off
+# A Triton solution on the cpu device: it has no Triton backend, and says so before building anything. (The
+# Triton cheats, tests/corpus/*_triton.py, need the cuda device; their import guard is tested without a
+# GPU in test_runner, Triton.ALibraryImportIsRefused.)
+caught "$D2K_ROOT/tasks/$norm/solution/triton" $norm llama3-8b-T1 compile_error "the cpu device has no Triton backend"
 # 12 outside the outputs; outputs that depend on more than the inputs
 caught "$corpus/oob_write_before_input.cpp" $quant deepseek-v3-T1 rejected "wrote outside its tensors"
 caught "$corpus/nondeterministic_history.cpp" $quant deepseek-v3-T1 rejected "changed between two runs on the same inputs"

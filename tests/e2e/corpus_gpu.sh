@@ -66,6 +66,26 @@ slow=$(slow_ceilings cuda)
 cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
 D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "with cold inputs no time under the floor is possible"
 
+# Triton solutions (issue 17; docs/integrity.md, "Triton solutions"), on norm/fused_add_rmsnorm: the shipped
+# Triton solution passes; the library imports are refused (at the warm-up, before any worker); a cache on the
+# buffers' addresses fails the timed calls' checks; a launch on another stream is charged its real time.
+norm=norm/fused_add_rmsnorm
+triton_eval() {  # FILE EXIT [d2k eval options...]: evaluates into $WORK/<name>.json
+  local file=$1 code=$2; shift 2
+  local name; name=$(basename "$file"); name=${name%.*}
+  expect_exit "$code" "$D2K" eval $norm "$file" --device cuda -w llama3-8b-T2048 --timeout 120 --no-baseline \
+    --json "$WORK/$name.json" "$@"
+}
+triton_eval "$D2K_ROOT/tasks/$norm/solution/triton" 0
+for cheat in torch numpy ctypes lazy_torch; do
+  triton_eval "$corpus/library_${cheat}_triton.py" 1
+  expect_caught "$WORK/library_${cheat}_triton.json" llama3-8b-T2048 rejected "imports '${cheat#lazy_}'" "library_${cheat}_triton"
+done
+triton_eval "$corpus/cache_by_pointer_triton.py" 1
+expect_caught "$WORK/cache_by_pointer_triton.json" llama3-8b-T2048 rejected "every timed call must compute its own outputs" cache_by_pointer_triton
+triton_eval "$corpus/other_stream_triton.py" 0
+echo "ok: the Triton corpus is caught and the Triton solution passes"
+
 # The expert passes (no false alarm from the thread count, the second draw, the repeat or the floor)
 # on every workload, hidden ones included.
 expect_exit 0 "$D2K" bench --device cuda --no-baseline --json "$WORK/bench.json"

@@ -73,8 +73,8 @@ TEST_F(Builder, RejectsMixedEmptyAndMissingSolutions) {
   write("mixed/a.cu", "");
   write("mixed/b.cpp", "");
   write("empty/readme.md", "");
-  write("odd.py", "");
-  for (const char* name : {"mixed", "empty", "missing", "odd.py"}) {
+  write("odd.rs", "");
+  for (const char* name : {"mixed", "empty", "missing", "odd.rs"}) {
     try {
       load_solution(root_ / name);
       ADD_FAILURE() << name << " loaded";
