@@ -1,11 +1,20 @@
-// Expert solution of quant/w4a16_gemm, version 2 (sm_90a): bf16 tensor cores for every M.
+// Expert solution of quant/w4a16_gemm, version 3 (sm_90a): bf16 tensor cores for every M, wgmma from M 64.
 //
-// d2k_prepare re-lays the int4 weight and the scales out once into the order in which mma.sync
-// m16n8k16 consumes them (layout.cuh: one 16-byte load per lane gives the B registers of 8 MMAs after the
-// lop3 dequantization). d2k_run picks a tile by M (gemm.cuh's kernel, three configurations) and splits K
-// across CTAs where the tiles cannot fill the SMs; the split's partials meet in the workspace and the
-// last CTA of a tile adds them in split order (deterministic). The counters it uses live in the prepared
-// state, zeroed once and re-armed by every call.
+// Two paths, chosen by M (and N) in d2k_run; d2k_prepare lays the weight out for both once.
+// - M below kHopperMinM (decode, small batches): version 2. The int4 weight and the scales re-laid out
+//   into the order in which mma.sync m16n8k16 consumes them (layout.cuh: one 16-byte load per lane gives
+//   the B registers of 8 MMAs after the lop3 dequantization); a tile by M (gemm.cuh's kernel, three
+//   configurations) and K split across CTAs where the tiles cannot fill the SMs; the split's partials meet
+//   in the workspace and the last CTA of a tile adds them in split order (deterministic). The counters it
+//   uses live in the prepared state, zeroed once and re-armed by every call.
+// - M from kHopperMinM (prefill): CUTLASS's sm90 mixed-input GEMM on the swapped problem y^T = W^T x^T,
+//   the weight re-coded to signed int4 and re-ordered for wgmma's register operand (hopper.cuh).
+// Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
+// wgmma across such a call (warning C7510). The build sets no NDEBUG.
+#ifndef NDEBUG
+#define NDEBUG
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +26,7 @@
 
 #include "d2k/solution.h"
 #include "gemm.cuh"
+#include "hopper.cuh"
 #include "layout.cuh"
 
 namespace {
@@ -35,11 +45,18 @@ using Large = Config<2, 4, 1, 4, 64, 4, 1>;
 
 constexpr int kCounters = 4096;
 
+// From this many tokens on, the wgmma path (hopper.cuh). Below it a 128-channel x 128-token wgmma tile
+// would be mostly padding and the work is close to reading the weight once (at M 64 a weight byte meets
+// 256 FLOPs, near the H200's 185 FLOP/byte ridge), which version 2's weight stream does well (M 16:
+// 60% of the speed of light); above it the mma.sync kernel is compute bound at about half of cuBLAS.
+constexpr int kHopperMinM = 64;
+
 struct Prepared {
   PreparedLayout layout;
   uint4* weight = nullptr;
   uint4* scales = nullptr;
   int* counters = nullptr;
+  uint32_t* hopper_weight = nullptr;  // signed int4 in hopper::WeightLayout; null where that path cannot run
 };
 
 int fail(const d2k_call* call, const char* format, ...) {
@@ -90,6 +107,74 @@ int read_problem(const d2k_call* call, Problem* p) {
   *p = Problem{static_cast<const __nv_bfloat16*>(x->data), static_cast<const uint32_t*>(q->data),
                static_cast<const __nv_bfloat16*>(sc->data), static_cast<__nv_bfloat16*>(y->data),
                static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)};
+  return 0;
+}
+
+// The wgmma path needs whole 128-channel tiles (the re-ordered weight is read by TMA through its atoms;
+// a partial channel tile is not worth the risk of a half-atom read: every model layer here has N a
+// multiple of 128, and the smoke slices N 136 and 64 run at M < 64 anyway) and offsets in 32 bits.
+bool hopper_shape(int N, int K) { return N % 128 == 0 && (int64_t)N * K < ((int64_t)1 << 31); }
+bool use_hopper(const Problem& pr) { return pr.M >= kHopperMinM && hopper_shape(pr.N, pr.K); }
+
+int sm_count() {
+  static int count = 0;  // asked once: the stream-K scheduler sizes its grid by it
+  if (count == 0) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
+  }
+  return count;
+}
+
+// The swapped problem's arguments: (M, N, K) = (channels, tokens, K); A the prepared weight with the
+// call's scales ([K / 128, N] row-major: channel-major, as the collective wants), B = x, D = y^T.
+template <class Kn>
+typename Kn::Gemm::Arguments hopper_arguments(const Problem& pr, const uint32_t* weight) {
+  using GemmKernel = typename Kn::GemmKernel;
+  typename GemmKernel::StrideB stride_x{};  // (K, 1, M K)
+  cute::get<0>(stride_x) = pr.K;
+  cute::get<2>(stride_x) = (int64_t)pr.M * pr.K;
+  typename GemmKernel::StrideD stride_y{};  // (1, N, N M)
+  cute::get<1>(stride_y) = pr.N;
+  cute::get<2>(stride_y) = (int64_t)pr.N * pr.M;
+  typename Kn::CollectiveMainloop::StrideScale stride_s{};  // (1, N, N K / 128)
+  cute::get<1>(stride_s) = pr.N;
+  cute::get<2>(stride_s) = (int64_t)pr.N * (pr.K / kGroup);
+  typename Kn::Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {pr.N, pr.M, pr.K, 1},
+      {reinterpret_cast<const hopper::Int4*>(weight), hopper::weight_layout(pr.N, pr.K),
+       reinterpret_cast<const hopper::Bf16*>(pr.x), stride_x, reinterpret_cast<const hopper::Bf16*>(pr.scales), stride_s,
+       kGroup},
+      {{1.0f, 0.0f}, nullptr, stride_y, reinterpret_cast<hopper::Bf16*>(pr.y), stride_y}};
+  cudaGetDevice(&args.hw_info.device_id);
+  args.hw_info.sm_count = sm_count();
+  return args;
+}
+
+// The wgmma kernel by M (hopper.cuh says why each).
+template <class F>
+auto hopper_dispatch(const Problem& pr, F&& f) {
+  if (pr.M <= 256) return f(hopper::Mid{});
+  return f(hopper::Large{});
+}
+
+template <class Kn>
+int hopper_run(const d2k_call* call, const Problem& pr, const uint32_t* weight) {
+  typename Kn::Gemm gemm;
+  auto args = hopper_arguments<Kn>(pr, weight);
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+    return fail(call, "CUTLASS cannot run M %d, N %d, K %d with the %d-token tile", pr.M, pr.N, pr.K, Kn::kTileTokens);
+  const size_t need = Kn::Gemm::get_workspace_size(args);
+  if (need > 0 && (!call->workspace || call->workspace_bytes < need))
+    return fail(call, "workspace of %zu bytes, smaller than the %zu d2k_workspace_size asked for", call->workspace_bytes, need);
+  auto stream = static_cast<cudaStream_t>(call->stream);
+  // initialize() zeroes the stream-K flags in the workspace (poisoned before every call) and builds the
+  // TMA descriptors for this call's addresses.
+  cutlass::Status status = gemm.initialize(args, call->workspace, stream);
+  if (status == cutlass::Status::kSuccess) status = gemm.run(stream);
+  if (status != cutlass::Status::kSuccess)
+    return fail(call, "CUTLASS: %s (%s)", cutlass::cutlassGetStatusString(status), cudaGetErrorString(cudaGetLastError()));
   return 0;
 }
 
@@ -158,8 +243,16 @@ int plan(const d2k_call* call, const Problem& pr, Plan* out) {
 
 extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
   Problem pr;
+  if (read_problem(call, &pr) != 0) return 1;
+  if (use_hopper(pr)) {
+    *bytes = hopper_dispatch(pr, [&](auto kn) {
+      using Kn = decltype(kn);
+      return Kn::Gemm::get_workspace_size(hopper_arguments<Kn>(pr, nullptr));
+    });
+    return 0;
+  }
   Plan pl;
-  if (read_problem(call, &pr) != 0 || plan(call, pr, &pl) != 0) return 1;
+  if (plan(call, pr, &pl) != 0) return 1;
   *bytes = pl.workspace_bytes;
   return 0;
 }
@@ -170,10 +263,13 @@ extern "C" void d2k_release(void* prepared) {
   cudaFree(p->weight);
   cudaFree(p->scales);
   cudaFree(p->counters);
+  cudaFree(p->hopper_weight);
   delete p;
 }
 
-// Re-lays qweight and scales out (layout.cuh); x holds poison here and is not read.
+// Re-lays qweight and scales out for version 2 (layout.cuh) and, where the shape allows, qweight for the
+// wgmma path (hopper.cuh), whatever M: both are the weight's own size in int4. x holds poison here and
+// is not read.
 extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
   Problem pr;
   if (read_problem(call, &pr) != 0) return 1;
@@ -189,6 +285,16 @@ extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
     prepare_scales<<<256, 256, 0, stream>>>(pr.scales, p->layout, reinterpret_cast<__nv_bfloat16*>(p->scales));
     err = cudaGetLastError();
   }
+  if (err == cudaSuccess && hopper_shape(pr.N, pr.K)) {
+    const size_t bytes = (size_t)pr.N * pr.K / 2;
+    err = cudaMalloc(&p->hopper_weight, bytes);
+    if (err == cudaSuccess) err = cudaMemsetAsync(p->hopper_weight, 0, bytes, stream);
+    if (err == cudaSuccess) {
+      hopper::prepare_weight<<<1024, 256, 0, stream>>>(pr.qweight, pr.N, pr.K, hopper::weight_layout(pr.N, pr.K),
+                                                       p->hopper_weight);
+      err = cudaGetLastError();
+    }
+  }
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
     d2k_release(p);
@@ -200,12 +306,17 @@ extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
 
 extern "C" int d2k_run(const d2k_call* call) {
   Problem pr;
-  Plan pl;
-  if (read_problem(call, &pr) != 0 || plan(call, pr, &pl) != 0) return 1;
+  if (read_problem(call, &pr) != 0) return 1;
   const auto* p = static_cast<const Prepared*>(call->prepared);
   if (!p) return fail(call, "call->prepared is NULL: d2k_prepare did not run");
   if (p->layout.N != pr.N || p->layout.K != pr.K)
     return fail(call, "prepared for N %d, K %d but called with N %d, K %d", p->layout.N, p->layout.K, pr.N, pr.K);
+  if (use_hopper(pr)) {
+    if (!p->hopper_weight) return fail(call, "the wgmma path's weight was not prepared (N %d, K %d)", pr.N, pr.K);
+    return hopper_dispatch(pr, [&](auto kn) { return hopper_run<decltype(kn)>(call, pr, p->hopper_weight); });
+  }
+  Plan pl;
+  if (plan(call, pr, &pl) != 0) return 1;
   if (pl.workspace_bytes > 0 && (!call->workspace || call->workspace_bytes < pl.workspace_bytes))
     return fail(call, "workspace of %zu bytes, smaller than the %zu d2k_workspace_size asked for", call->workspace_bytes,
                 pl.workspace_bytes);
