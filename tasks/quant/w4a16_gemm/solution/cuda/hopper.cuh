@@ -69,11 +69,15 @@ __global__ void prepare_weight(const uint32_t* __restrict__ qweight, int N, int 
   }
 }
 
-// The kernel for one tile shape and scheduler. A: the weight (int4 with bf16 scales, `WeightLayout`), B: x
+// The kernel for one tile shape and scheduler (stream-K in both; `AlwaysSplit`: split the K loops over
+// all SMs whenever the tiles leave some idle, where CUTLASS's heuristic would run a wave of whole tiles
+// that is more than half full, e.g. 80 tiles on 132 SMs). A: the weight (int4 with bf16 scales, `WeightLayout`), B: x
 // (bf16, K-major: CUTLASS's ColumnMajor B), D: y^T column-major, no C (beta 0: D = bf16(acc), one
 // rounding of the fp32 sum).
-template <class Tile, class Cluster, class Scheduler>
+template <class Tile, class Cluster, bool AlwaysSplit>
 struct Kernel {
+  using Scheduler = cutlass::gemm::StreamKScheduler;
+  static constexpr bool kAlwaysSplit = AlwaysSplit;
   using LayoutD = cutlass::layout::ColumnMajor;
   using Schedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
@@ -96,14 +100,15 @@ struct Kernel {
 
 using namespace cute;  // the _N constants of the tile shapes
 
-// M up to 256 tokens: 128 channels x 128 tokens x 64 K. Stream-K: the 4096- and 8192-channel layers have
-// only 32 or 64 channel tiles per token tile, far fewer than 132 SMs; stream-K hands each SM an equal
-// share of the K iterations of all tiles (fp32 partials, added in a fixed order).
-using Mid = Kernel<Shape<_128, _128, _64>, Shape<_1, _1, _1>, cutlass::gemm::StreamKScheduler>;
+// M up to 256 tokens: 128 channels x 128 tokens x 64 K. At M 128 the 4096-, 6144-, 8192- and 10240-channel
+// layers have 32 to 80 output tiles for 132 SMs: stream-K hands each SM an equal share of the K
+// iterations of all tiles (fp32 partials in the workspace, added in a fixed order: CUTLASS's default
+// deterministic reduction), always (`AlwaysSplit`).
+using Mid = Kernel<Shape<_128, _128, _64>, Shape<_1, _1, _1>, true>;
 
 // More tokens: 128 x 256 tiles (each consumer warpgroup 64 channels x 256 tokens, the widest wgmma), so
-// that each converted weight fragment feeds 256 tokens; stream-K again for the tail wave (8B qkv at
-// M 1024: 48 x 4 = 192 tiles on 132 SMs).
-using Large = Kernel<Shape<_128, _256, _64>, Shape<_1, _1, _1>, cutlass::gemm::StreamKScheduler>;
+// that each converted weight fragment feeds 256 tokens. CUTLASS's heuristic: whole tiles, stream-K only
+// for a last wave less than half full (8B qkv at M 1024: 48 x 4 = 192 tiles on 132 SMs).
+using Large = Kernel<Shape<_128, _256, _64>, Shape<_1, _1, _1>, false>;
 
 }  // namespace w4a16::hopper

@@ -147,6 +147,8 @@ typename Kn::Gemm::Arguments hopper_arguments(const Problem& pr, const uint32_t*
        reinterpret_cast<const hopper::Bf16*>(pr.x), stride_x, reinterpret_cast<const hopper::Bf16*>(pr.scales), stride_s,
        kGroup},
       {{1.0f, 0.0f}, nullptr, stride_y, reinterpret_cast<hopper::Bf16*>(pr.y), stride_y}};
+  if constexpr (Kn::kAlwaysSplit)
+    args.scheduler.decomposition_mode = cutlass::gemm::kernel::detail::DecompositionMode::StreamK;
   cudaGetDevice(&args.hw_info.device_id);
   args.hw_info.sm_count = sm_count();
   return args;
