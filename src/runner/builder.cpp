@@ -130,6 +130,23 @@ fs::path make_temp_dir(const fs::path& cache_dir, const std::string& hash) {
   return pattern;
 }
 
+// The end of a build's key: whether it runs sandboxed (a build that read what a sandbox would have
+// refused, a host file, must not be reused by one that runs sandboxed) and every file's name and bytes.
+// Returns the cache entry the key names, the cache folder created.
+Entry close_key(Sha256& hash, const std::vector<std::pair<std::string, std::string>>& files,
+                const BuildOptions& options, BuildResult& result) {
+  if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
+  for (const auto& [name, bytes] : files) {
+    add_field(hash, "name", name);
+    add_field(hash, "bytes", bytes);
+  }
+  result.hash = hash.hex_digest();
+  std::error_code error;
+  fs::create_directories(options.cache_dir, error);
+  if (error) fail("cannot create the build cache {}: {}", options.cache_dir.string(), error.message());
+  return Entry{options.cache_dir / result.hash};
+}
+
 // A Triton solution is not compiled here: its kernels are compiled per workload by the warm-up
 // (runner/triton.hpp). Its build is the cache entry: the sources under src/, the manifest triton.json (the
 // "library" the worker is given: the entry module and the modules) and the Triton cache the warm-ups fill.
@@ -139,18 +156,10 @@ BuildResult build_triton(const Solution& solution, const BuildOptions& options, 
   add_field(hash, "runtime", kTritonRuntimeSource);
   add_field(hash, "triton", options.triton_version);
   add_field(hash, "entry", solution.entry);
-  if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
   std::vector<std::pair<std::string, std::string>> files;
   for (const auto& file : solution.sources) files.emplace_back(file.filename().string(), read_file(file));
-  for (const auto& [name, bytes] : files) {
-    add_field(hash, "name", name);
-    add_field(hash, "bytes", bytes);
-  }
-  result.hash = hash.hex_digest();
+  const Entry entry = close_key(hash, files, options, result);
   std::error_code error;
-  fs::create_directories(options.cache_dir, error);
-  if (error) fail("cannot create the build cache {}: {}", options.cache_dir.string(), error.message());
-  Entry entry{options.cache_dir / result.hash};
   result.command = fmt::format("the Triton warm-up compiles {}'s kernels per workload for sm_90a (triton {})",
                                solution.name, options.triton_version);
   if (fs::exists(entry.status())) {
@@ -315,19 +324,8 @@ BuildResult build_solution(const Solution& solution, const BuildOptions& options
     if (!fs::is_regular_file(version_h)) fail("the CUTLASS headers {} have no cutlass/version.h", options.cutlass_include_dir.string());
     add_field(hash, "cutlass", read_file(version_h));
   }
-  // A build that read what a sandbox would have refused (a host file) must not be reused by one
-  // that runs sandboxed.
-  if (options.sandbox) add_field(hash, "sandboxed", options.sandbox->mode == SandboxMode::off ? "no" : "yes");
-  for (const auto& [name, bytes] : files) {
-    add_field(hash, "name", name);
-    add_field(hash, "bytes", bytes);
-  }
-  result.hash = hash.hex_digest();
-
+  const Entry entry = close_key(hash, files, options, result);
   std::error_code error;
-  fs::create_directories(options.cache_dir, error);
-  if (error) fail("cannot create the build cache {}: {}", options.cache_dir.string(), error.message());
-  Entry entry{options.cache_dir / result.hash};
   result.command = fmt::format("cd {} && {}", (entry.dir / "src").string(), result.command);
   if (fs::exists(entry.status())) {
     result.cached = true;

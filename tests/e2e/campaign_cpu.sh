@@ -5,33 +5,16 @@
 # one final record, the store's usage rows match the transcripts' responses, and the report's numbers
 # follow from the policy (the weak model fails under none, is about half the expert's speed under L1).
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/policy_models.bash"
 PY=python3
 STARTED=$(date +%s)
 
-"$PY" "$D2K_ROOT/tests/campaign/policy_model.py" "$D2K_ROOT" "$WORK/port" "$WORK/requests.jsonl" &
-SERVER_PID=$!
-trap 'kill $SERVER_PID 2>/dev/null || true; if [ "$D2K_FAILURES" != 0 ]; then echo "$D2K_FAILURES expectation(s) failed" >&2; exit 1; fi' EXIT
+SERVER_PID=""
+trap '[ -z "$SERVER_PID" ] || kill $SERVER_PID 2>/dev/null || true; if [ "$D2K_FAILURES" != 0 ]; then echo "$D2K_FAILURES expectation(s) failed" >&2; exit 1; fi' EXIT
 finished() {  # the finished runs in the store (python's sqlite3: no sqlite3 program needed)
   "$PY" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM run WHERE state = '"'finished'"'").fetchone()[0])' "$CAMPAIGN/campaign.db" 2>/dev/null || echo 0
 }
-for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
-PORT=$(cat "$WORK/port")
-
-cat > "$WORK/models.toml" <<TOML
-[models.expert]
-provider = "openai"
-base_url = "http://127.0.0.1:$PORT/a/v1"
-model = "scripted-expert"
-prices = { input = 1.0, output = 4.0 }
-max_tokens = 1000
-
-[models.weak]
-provider = "openai"
-base_url = "http://127.0.0.1:$PORT/b/v1"
-model = "scripted-weak"
-prices = { input = 0.5, output = 2.0 }
-max_tokens = 1000
-TOML
+policy_models_start
 
 cat > "$WORK/plan.toml" <<TOML
 [campaign]

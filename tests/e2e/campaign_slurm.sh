@@ -8,6 +8,7 @@
 # (exit 77, which ctest reports as skipped, never as passed), unless this run requires Slurm
 # (D2K_REQUIRE_SLURM=1, set by .ci/run, or CI=true): then it fails. `ctest -LE slurm` leaves it out.
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/policy_models.bash"
 source "$(dirname "$0")/slurm_lib.bash"
 PY=python3
 STARTED=$(date +%s)
@@ -30,25 +31,7 @@ if ! slurm_start; then
 fi
 echo "ok: Slurm up in $(( $(date +%s) - STARTED )) s ($(sinfo -h -o '%P %D node(s) %c CPUs %T'))"
 
-"$PY" "$D2K_ROOT/tests/campaign/policy_model.py" "$D2K_ROOT" "$WORK/port" "$WORK/requests.jsonl" &
-SERVER_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.05; done
-PORT=$(cat "$WORK/port")
-cat > "$WORK/models.toml" <<TOML
-[models.expert]
-provider = "openai"
-base_url = "http://127.0.0.1:$PORT/a/v1"
-model = "scripted-expert"
-prices = { input = 1.0, output = 4.0 }
-max_tokens = 1000
-
-[models.weak]
-provider = "openai"
-base_url = "http://127.0.0.1:$PORT/b/v1"
-model = "scripted-weak"
-prices = { input = 0.5, output = 2.0 }
-max_tokens = 1000
-TOML
+policy_models_start
 # One run at a time per shard, so that a shard cancelled after its first run has runs left to resubmit.
 cat > "$WORK/plan.toml" <<TOML
 [campaign]
