@@ -8,10 +8,16 @@ run would. It reads the task (`# Task <name>` in the prompt), the condition (the
                            slow (it spins as long again after each call); L1+L2 and L1+L2+L3: the cpu
                            solution; design-only: a design.
 
+With POLICY_DEVICE=cuda in its environment (a campaign on a GPU) the policy writes the task's cuda
+expert (every file of solution/cuda) instead of its cpu solution, and the weak model's L1 solution runs
+the expert's d2k_run twice per call (twice the GPU time; the same outputs, for tasks whose outputs are
+not in place: act/silu_and_mul, moe/topk_softmax, moe/sum_reduce).
+
 Requests under /a/ and /b/ are the same model server seen as two endpoints (the campaign's per-endpoint
 limit). Usage: policy_model.py ROOT PORT_FILE [LOG] -- prints nothing; writes the port to PORT_FILE.
 """
 import json
+import os
 import re
 import sys
 import threading
@@ -30,14 +36,26 @@ extern "C" int d2k_run(const d2k_call* call) {
   return rc;
 }
 """
+TWICE = """
+extern "C" int d2k_run(const d2k_call* call) {
+  const int rc = expert_run_(call);
+  return rc != 0 ? rc : expert_run_(call);
+}
+"""
+DEVICE = os.environ.get("POLICY_DEVICE", "cpu")
 DESIGN = "## L1 algorithm\nOne pass.\n\n## L2 dataflow\nRegisters.\n\n## L3 execution\nA warp per row.\n"
 LOCK = threading.Lock()
 
 
 def solution(task):
-    name = task.split("/")[1]
-    with open(f"{ROOT}/tasks/{task}/solution/cpu/{name}.cpp") as f:
-        return name, f.read()
+    """The expert's files for DEVICE: {file name: text}, the one defining d2k_run first."""
+    folder = f"{ROOT}/tasks/{task}/solution/{DEVICE}"
+    files = {}
+    for file in sorted(os.listdir(folder)):
+        if file.endswith((".cpp", ".cu", ".cuh", ".h", ".hpp")):
+            with open(f"{folder}/{file}") as f:
+                files[file] = f.read()
+    return dict(sorted(files.items(), key=lambda item: ENTRY not in item[1]))
 
 
 def condition(body, prompt):
@@ -58,14 +76,17 @@ def plan(model, task, cond):
     """The turns of the policy: lists of (tool, arguments)."""
     if cond == "design-only":
         return [[("write_file", {"path": "design.md", "content": DESIGN})], [("submit", {})]]
-    name, text = solution(task)
+    files = solution(task)
+    main = next(iter(files))
+    text = files[main]
+    assert ENTRY in text, task
     if model.endswith("weak") and cond == "none":
         text = text.replace(ENTRY, "this does not compile " + ENTRY, 1)
     elif model.endswith("weak") and cond == "L1":
-        assert ENTRY in text, task
-        text = text.replace(ENTRY, 'static int expert_run_(const d2k_call* call) {', 1) + SLOW
-    return [[("list_files", {})], [("write_file", {"path": f"{name}.cpp", "content": text})], [("check", {})],
-            [("submit", {})]]
+        text = text.replace(ENTRY, 'static int expert_run_(const d2k_call* call) {', 1) + (TWICE if DEVICE == "cuda" else SLOW)
+    files[main] = text
+    writes = [("write_file", {"path": file, "content": content}) for file, content in files.items()]
+    return [[("list_files", {})], writes, [("check", {})], [("submit", {})]]
 
 
 def reply(body):
@@ -111,6 +132,5 @@ class Handler(BaseHTTPRequestHandler):
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 with open(sys.argv[2] + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
-import os
 os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 server.serve_forever()
