@@ -5,8 +5,12 @@
 #include <cmath>
 #include <regex>
 
+#include "agent/run_types.hpp"
 #include "agent/tools.hpp"
+#include "eval/environment.hpp"
 #include "eval/evaluator.hpp"
+#include "runner/triton.hpp"
+#include "runner/worker_run.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
 #include "core/summary.hpp"
@@ -47,15 +51,47 @@ json comparison_json(const Comparison& c) {
   return j;
 }
 
+// The workload's tensors and scalars as the warm-up needs them: names, dtypes, shapes, strides.
+void add_workload(WarmupSpec& spec, const Task& task, const Workload& workload) {
+  const auto tensor = [&](const TensorSpec& t) {
+    const auto geometry = geometry_of(t, workload);
+    return WireTensor{.name = t.name, .dtype = t.dtype, .shape = geometry.shape, .strides = geometry.strides, .inplace = t.inplace};
+  };
+  spec.inputs.clear();
+  spec.outputs.clear();
+  spec.scalars.clear();
+  for (const auto& t : task.inputs) spec.inputs.push_back(tensor(t));
+  for (const auto& t : task.outputs) spec.outputs.push_back(tensor(t));
+  for (const auto& [scalar, value] : scalars_of(task, workload)) spec.scalars.push_back({scalar->name, scalar->is_int, value});
+}
+
 }  // namespace
 
-ToolOutcome ToolBox::compile(const json&) {
+std::variant<Solution, std::string> ToolBox::run_solution() const {
   Solution solution;
   try {
     solution = load_solution(workspace_.dir());
   } catch (const Error& e) {
-    return failure(e.what());
+    if (env_.language == Language::triton)
+      return fmt::format("{} (this run's language is Triton: write solution.py in the workspace)", e.what());
+    return std::string(e.what());
   }
+  if (!solution_fits(env_.language, solution.language)) {
+    if (env_.language == Language::triton)
+      return fmt::format("the workspace holds {} sources ({}), but this run's language is Triton: the solution is "
+                         "solution.py (with the .py modules it imports) and no .cu, .cpp or .cc file may sit beside it",
+                         name_of(solution.language), solution.sources.front().filename().string());
+    return fmt::format("the workspace's solution is Triton ({}), but this run's language is cuda: write the solution as "
+                       "{} files", solution.sources.front().filename().string(),
+                       env_.environment && env_.environment->device == Device::cpu ? ".cpp" : ".cu");
+  }
+  return solution;
+}
+
+ToolOutcome ToolBox::compile(const json&) {
+  auto loaded = run_solution();
+  if (auto* why = std::get_if<std::string>(&loaded)) return failure(*why);
+  const Solution solution = std::get<Solution>(std::move(loaded));
   BuildOptions options;
   options.device = env_.environment->device;
   options.cache_dir = env_.environment->build_cache;
@@ -65,21 +101,79 @@ ToolOutcome ToolBox::compile(const json&) {
   // The evaluator's sandbox: outside it a solution could #include any host file (the task's task.toml
   // names the hidden workloads) and read it back in the compiler's log.
   options.sandbox = env_.environment->sandbox;
+  std::optional<TritonSetup> triton;
+  if (solution.language == Language::triton && options.device == Device::cuda) {
+    std::string why;
+    triton = find_triton(env_.environment->root, why);
+    if (triton) options.triton_version = triton->version;
+    else options.triton_missing = why;
+  }
   const auto build = build_solution(solution, options);
   ToolOutcome outcome;
   outcome.result = {{"ok", build.ok}, {"seconds", build.seconds}, {"log", cap_text(build.log, kLogBytes)}};
   if (build.timed_out) outcome.result["timed_out"] = true;
   outcome.is_error = !build.ok;
+  if (!build.ok || solution.language != Language::triton) return outcome;
+  return compile_triton(solution, build, *triton, std::move(outcome));
+}
+
+// A Triton build only packages the sources: the kernels are compiled by the warm-up, per workload (its
+// shapes decide their specializations), as check and benchmark do before each worker. Here the warm-up
+// runs for every published workload and fills the build's Triton cache, so that the next check finds the
+// kernels compiled.
+ToolOutcome ToolBox::compile_triton(const Solution& solution, const BuildResult& build, const TritonSetup& setup,
+                                    ToolOutcome outcome) {
+  const auto entry = build.library.parent_path();
+  const auto manifest = json::parse(read_whole_file(build.library).value_or("{}"), nullptr, false);
+  if (manifest.is_discarded() || !manifest.contains("entry") || !manifest.contains("modules"))
+    fail("the Triton build of {} has no readable manifest {}", solution.name, build.library.string());
+  WarmupSpec spec;
+  spec.src_dir = entry / "src";
+  spec.entry = manifest.at("entry").get<std::string>();
+  spec.modules = manifest.at("modules").get<std::vector<std::string>>();
+  spec.cache_dir = entry / "triton-cache";
+  spec.build_stubs = env_.environment->device == Device::cuda;
+  spec.timeout_seconds = env_.eval->build_timeout_seconds;
+  spec.sandbox = env_.environment->sandbox;
+  json workloads = json::array();
+  bool all = true;
+  double seconds = build.seconds;
+  for (const auto* workload : select_workloads(*env_.task, env_.eval->workloads, false)) {
+    add_workload(spec, *env_.task, *workload);
+    spec.scratch_dir = env_.environment->scratch_dir / fmt::format("warmup-{:016x}", random_u64());
+    const WarmupResult warm = triton_warmup(setup, spec);
+    std::error_code ignored;
+    fs::remove_all(spec.scratch_dir, ignored);
+    seconds += warm.seconds;
+    json w = {{"workload", workload->name}, {"ok", warm.ok}};
+    if (warm.ok) {
+      json kernels = json::array();
+      for (const auto& kernel : warm.kernels)
+        kernels.push_back({{"kernel", kernel.value("kernel", "?")}, {"num_warps", kernel.value("num_warps", 0)}});
+      w["kernels"] = kernels;
+    } else {
+      all = false;
+      // refused: an import the guard refused (check would reject the solution); compile: Triton's error;
+      // load, run: the solution's Python failed; harness: the warm-up itself.
+      w["error"] = warm.kind;
+      w["message"] = cap_text(warm.message, 2048);
+      if (warm.kind != "refused" && warm.kind != "compile" && !warm.log.empty()) w["log"] = cap_text(warm.log, 2048);
+    }
+    workloads.push_back(std::move(w));
+    if (!warm.ok) break;  // the first failure is what to fix; the rest would likely repeat it
+  }
+  outcome.result["ok"] = all;
+  outcome.result["seconds"] = seconds;
+  outcome.result["workloads"] = std::move(workloads);
+  outcome.is_error = !all;
+  if (outcome.result.dump().size() > kResultBytes) outcome.result["log"] = cap_text(build.log, 512);
   return outcome;
 }
 
 ToolOutcome ToolBox::evaluate(const json&, bool time, int call_index) {
-  Solution solution;
-  try {
-    solution = load_solution(workspace_.dir());
-  } catch (const Error& e) {
-    return failure(e.what());
-  }
+  auto loaded = run_solution();
+  if (auto* why = std::get_if<std::string>(&loaded)) return failure(*why);
+  const Solution solution = std::get<Solution>(std::move(loaded));
   EvalSettings options = *env_.eval;
   options.include_hidden = false;
   options.time = time;
@@ -157,15 +251,13 @@ ToolOutcome ToolBox::submit(const json&) {
       return failure("there is no design.md in the workspace (or it is empty); write it first");
     outcome.result = {{"submitted", "design.md"}, {"bytes", design->size()}};
   } else {
-    try {
-      const auto solution = load_solution(workspace_.dir());
-      json files = json::array();
-      for (const auto& f : solution.sources) files.push_back(f.filename().string());
-      for (const auto& f : solution.headers) files.push_back(f.filename().string());
-      outcome.result = {{"submitted", files}};
-    } catch (const Error& e) {
-      return failure(fmt::format("nothing to submit: {}", e.what()));
-    }
+    auto loaded = run_solution();
+    if (auto* why = std::get_if<std::string>(&loaded)) return failure(fmt::format("nothing to submit: {}", *why));
+    const auto& solution = std::get<Solution>(loaded);
+    json files = json::array();
+    for (const auto& f : solution.sources) files.push_back(f.filename().string());
+    for (const auto& f : solution.headers) files.push_back(f.filename().string());
+    outcome.result = {{"submitted", files}};
   }
   outcome.result["note"] = "the run ends now; the final evaluation follows";
   outcome.submitted = true;

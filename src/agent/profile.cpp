@@ -51,12 +51,9 @@ ToolOutcome ToolBox::profile(const json& args, int call_index) {
   fs::remove(report, ignored);
   auto ncu = make_ncu_wrap(ncu_profile_metrics(), 40, report);
   if (!ncu) return unavailable("Nsight Compute (ncu) is not on PATH");
-  Solution solution;
-  try {
-    solution = load_solution(workspace_.dir());
-  } catch (const Error& e) {
-    return unavailable(e.what());
-  }
+  auto loaded = run_solution();
+  if (auto* why = std::get_if<std::string>(&loaded)) return unavailable(*why);
+  const Solution solution = std::get<Solution>(std::move(loaded));
 
   // A one-workload evaluation, in this process, whose worker runs under ncu inside its sandbox
   // (eval/ncu.hpp): ncu outside the sandbox does not reach the worker. The reference runs in the

@@ -9,6 +9,7 @@
 #include "agent/workspace.hpp"
 #include "core/error.hpp"
 #include "core/guidance.hpp"
+#include "runner/triton.hpp"
 
 namespace d2k::agent {
 namespace {
@@ -111,6 +112,21 @@ std::string cutlass_release(const std::filesystem::path& include_dir) {
   return fmt::format("CUTLASS {}.{}.{} and CuTe", parts["CUTLASS_MAJOR"], parts["CUTLASS_MINOR"], parts["CUTLASS_PATCH"]);
 }
 
+// The Triton launcher interface (docs/abi.md, "Triton solutions"), as a kernel writer needs it.
+constexpr const char* kTritonInterface = R"(A solution is Python: `solution.py` in the workspace (with any other `.py` modules it imports) holding `@triton.jit` kernels and a launcher, run with Triton {} on the cuda device (sm_90a):
+
+- `launch(<inputs>, <outputs not in place>, <scalars>, workspace)` (required, timed): launches the kernels that compute the outputs.
+- `workspace_size(<inputs>, <outputs not in place>, <scalars>)` (optional, untimed): the scratch bytes `launch` needs for these shapes.
+
+The arguments come by keyword under the task's names above: the same tensors, dtypes, shapes, strides and scalars as the interface lists, in place where it says so (an in-place output is its input's object, holding the input's values), `workspace` a `uint8` tensor of the asked size or `None`. A tensor is d2k's own object, not a torch tensor: `data_ptr()`, `dtype` (a `triton.language` dtype: `tl.bfloat16`, `tl.float8e4nv`, `tl.float32`, `tl.int32`, ...), `shape` (a tuple), `stride()`/`stride(d)`, `size()`, `dim()`/`ndim`, `numel()`, `element_size()`, `is_contiguous()`, `name`; pass it to a kernel as a pointer argument. Ints are Python ints, floats Python floats. Kernels launch on the harness's stream. An exception is the call's error.
+
+Rules:
+- Imports: `triton` (and its submodules), your own modules, and `math`, `functools`, `itertools`, `operator`, `typing`, `dataclasses`, `enum`, `__future__`, `collections`, `abc`. Any other import (torch, numpy, ctypes, ...) rejects the solution: no library may do the work, and torch is not there.
+- Kernels are compiled ahead of time, never in a call: `compile` (and every check) calls `launch` once per workload on placeholder tensors of its shapes and compiles each kernel it launches. A kernel whose specialization differs in a timed call (an int argument whose value varies from call to call: mark it `do_not_specialize`) fails.
+- No `@triton.autotune` (it needs torch's benchmarker): choose the configuration in the launcher from the shapes; `@triton.heuristics` works.
+- No memory of your own: scratch memory is the workspace.
+)";
+
 }  // namespace
 
 Prompt build_prompt(const PromptInputs& in) {
@@ -118,6 +134,8 @@ Prompt build_prompt(const PromptInputs& in) {
   const Task& task = *in.task;
   const bool design = in.condition == Condition::design_only;
   const bool cuda = in.device == Device::cuda;
+  const bool triton = in.language == Language::triton;
+  if (triton && !cuda) fail("build_prompt: the {} device has no Triton backend", name_of(in.device));
   Prompt prompt;
 
   std::string& sys = prompt.system;
@@ -125,8 +143,9 @@ Prompt build_prompt(const PromptInputs& in) {
     sys = "You are an expert GPU kernel engineer. You are asked to design a kernel for an operator from an LLM "
           "inference system, as a design document, not code.\n";
   } else {
-    sys = "You are an expert GPU kernel engineer. You are asked to write a kernel for an operator from an LLM "
-          "inference system that is correct on every workload and as fast as you can make it.\n";
+    sys = fmt::format("You are an expert GPU kernel engineer. You are asked to write a kernel{} for an operator from an "
+                      "LLM inference system that is correct on every workload and as fast as you can make it.\n",
+                      triton ? " in Triton" : "");
   }
   sys += "\nYou work only through the tools below, in a workspace folder of your own. Every response of yours "
          "should call at least one tool; a response without a tool call, a call of an unknown tool or one with "
@@ -145,7 +164,12 @@ Prompt build_prompt(const PromptInputs& in) {
   user += "\n## The reference\n\nThe operator as its eager reference computes it (libtorch C++; in float64 it is also "
           "the correctness oracle):\n\n";
   user += fence("cpp", file_text(task.dir / "reference.cpp"));
-  if (!design) {
+  if (!design && triton) {
+    user += "\n## The solution interface (Triton)\n\n";
+    user += fmt::format(kTritonInterface, kTritonVersion);
+    user += "\nThe smallest complete solution (of another operator: y = 2 * x, with tensors `x` and `y`):\n\n";
+    user += fence("python", file_text(in.root / "examples" / "minimal" / "scale.py"));
+  } else if (!design) {
     user += "\n## The solution ABI\n\nA solution is a shared object exporting `d2k_run` (and optionally "
             "`d2k_workspace_size`, `d2k_prepare`, `d2k_release`) from this header, included as "
             "`#include \"d2k/solution.h\"`:\n\n";
@@ -160,7 +184,11 @@ Prompt build_prompt(const PromptInputs& in) {
   if (in.ceiling.fp8_tflops) user += fmt::format(", fp8 {:.0f} TFLOP/s", *in.ceiling.fp8_tflops);
   if (in.ceiling.int8_tops) user += fmt::format(", int8 {:.0f} TOPS", *in.ceiling.int8_tops);
   user += ".\n";
-  if (!design) {
+  if (!design && triton) {
+    user += "Solutions are Triton: the workspace's solution.py (and the .py modules it imports) is the solution; "
+            "tensors are in GPU memory and kernels run on the harness's stream. Only Triton kernels may compute the "
+            "result.\n";
+  } else if (!design) {
     user += cuda ? "Solutions are CUDA C++: the workspace's .cu files (with any .h/.cuh headers) are compiled together "
                    "with nvcc for sm_90a into one shared object; tensors are in GPU memory and calls run on the given stream.\n"
                  : "Solutions are host C++: the workspace's .cpp files (with any .h/.hpp headers) are compiled together "
@@ -189,7 +217,10 @@ Prompt build_prompt(const PromptInputs& in) {
             "`## L3 execution` (pipelining, thread and warp roles, vector widths, synchronization). Give "
             "rationale, not code. Then call `submit`.\n";
   } else {
-    user += "Write your solution in the workspace, `compile` it, `check` it until every workload passes, "
+    user += triton ? "Write your solution as Triton in `solution.py` in the workspace, `compile` it,"
+                     " `check` it until every workload passes, `benchmark` it and improve it, then call `submit`. "
+                     "TASK.md in the workspace repeats the task above.\n"
+                   : "Write your solution in the workspace, `compile` it, `check` it until every workload passes, "
             "`benchmark` it and improve it, then call `submit`. TASK.md in the workspace repeats the task above.\n";
   }
   return prompt;

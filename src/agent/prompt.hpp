@@ -1,5 +1,5 @@
 // The prompt of a run: a system prompt and the first user message. Everything a kernel writer needs
-// (the task, the reference, the ABI, a minimal example, the published workloads, the device, the
+// (the task, the reference, the ABI of the run's language (C ABI or Triton launcher), a minimal example, the published workloads, the device, the
 // tools, the budget) and, under a guidance condition, the expert's design items of those levels. For
 // the four code conditions the guidance block is the only difference: paired runs see the same text.
 #pragma once
@@ -13,6 +13,7 @@
 #include "core/metrics.hpp"
 #include "core/task.hpp"
 #include "llm/chat.hpp"
+#include "runner/builder.hpp"
 
 namespace d2k::agent {
 
@@ -20,6 +21,9 @@ struct PromptInputs {
   const Task* task = nullptr;
   std::vector<const Workload*> workloads;  // the published ones the run checks and times
   Condition condition = Condition::none;
+  // cuda: the C ABI and examples/minimal/scale.cpp; triton: the Triton launcher interface and
+  // examples/minimal/scale.py (the cuda device only).
+  Language language = Language::cuda;
   Device device = Device::cpu;
   std::string device_name;
   Ceilings ceiling;

@@ -29,6 +29,25 @@ std::optional<RunStatus> parse_run_status(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<Language> parse_run_language(std::string_view name) {
+  if (name == "cuda") return Language::cuda;
+  if (name == "triton") return Language::triton;
+  return std::nullopt;
+}
+
+std::optional<std::string> language_refusal(Language language, Device device) {
+  if (language == Language::triton && device != Device::cuda)
+    return fmt::format("--language triton with --device {}: the {} device has no Triton backend (Triton solutions run "
+                       "on the cuda device; on the {} device use --language cuda, which writes host C++)",
+                       name_of(device), name_of(device), name_of(device));
+  return std::nullopt;
+}
+
+bool solution_fits(Language language, Language solution) {
+  if (language == Language::triton) return solution == Language::triton;
+  return solution != Language::triton;
+}
+
 namespace {
 template <typename T>
 nlohmann::json optional_json(const std::optional<T>& value) {
@@ -57,6 +76,7 @@ void to_json(nlohmann::json& j, const RunSettings& s) {
        {"model", s.model},
        {"models_file", s.models_file},
        {"condition", std::string(name_of(s.condition))},
+       {"language", std::string(name_of(s.language))},
        {"budget", {{"max_turns", s.budget.max_turns},
                    {"max_tokens_total", optional_json(s.budget.max_tokens_total)},
                    {"max_cost_usd", optional_json(s.budget.max_cost_usd)},
@@ -85,6 +105,10 @@ void from_json(const nlohmann::json& j, RunSettings& s) {
     auto parsed = parse_condition(condition);
     if (!parsed) fail("condition: unknown condition '{}'", condition);
     s.condition = *parsed;
+    const auto language = j.value("language", std::string("cuda"));
+    auto parsed_language = parse_run_language(language);
+    if (!parsed_language) fail("language: unknown language '{}' (cuda, triton)", language);
+    s.language = *parsed_language;
     const auto& b = j.at("budget");
     s.budget.max_turns = b.at("max_turns").get<int>();
     s.budget.max_tokens_total = optional_from<int64_t>(b, "max_tokens_total");

@@ -36,6 +36,7 @@ json result_document(const json& final_record, const RunSettings& settings, cons
   document["task"] = settings.task;
   document["model"] = settings.model;
   document["condition"] = std::string(name_of(settings.condition));
+  document["language"] = std::string(name_of(settings.language));
   document["device"] = settings.device;
   document["seed"] = settings.seed;
   document["scores"] = run_scores(traces, passed);

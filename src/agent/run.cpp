@@ -60,7 +60,8 @@ class Loop {
       : setup_(setup),
         settings_(setup.settings),
         writer_(setup.run_dir / "transcript.jsonl"),
-        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed}),
+        toolbox_(ToolEnv{setup.task, setup.settings.condition, setup.run_dir, &setup.environment, &setup.eval, setup.settings.seed,
+                         setup.settings.language}),
         undo_(setup.run_dir / "undo") {}
 
   void fresh() {
@@ -68,11 +69,12 @@ class Loop {
     inputs.task = setup_.task;
     inputs.workloads = select_workloads(*setup_.task, settings_.workloads, false);
     inputs.condition = settings_.condition;
+    inputs.language = settings_.language;
     inputs.device = setup_.environment.device;
     inputs.device_name = setup_.environment.device_name;
     inputs.ceiling = setup_.environment.ceilings;
     inputs.budget = settings_.budget;
-    inputs.tools = tool_specs(settings_.condition);
+    inputs.tools = tool_specs(settings_.condition, settings_.language);
     inputs.root = setup_.environment.root;
     inputs.cutlass_include_dir = cutlass_include_dir(setup_.environment.root);
     const auto prompt = build_prompt(inputs);
@@ -508,6 +510,8 @@ void check_setup(const RunSetup& setup, bool needs_model) {
   if (!setup.task) fail("agent run: no task");
   if (needs_model && !setup.client) fail("agent run: {}: the run goes on and needs a model client", setup.run_dir.string());
   if (setup.task->name != setup.settings.task) fail("agent run: task {} given for a run of {}", setup.task->name, setup.settings.task);
+  if (needs_model)
+    if (auto why = language_refusal(setup.settings.language, setup.environment.device)) fail("agent run: {}", *why);
 }
 
 bool has_ended(const TranscriptFile& transcript) {

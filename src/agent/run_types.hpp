@@ -12,6 +12,7 @@
 #include "agent/budget.hpp"
 #include "agent/condition.hpp"
 #include "core/device.hpp"
+#include "runner/builder.hpp"
 
 namespace d2k::agent {
 
@@ -23,6 +24,14 @@ enum class RunStatus { submitted, budget, context_overflow, api_error, format_er
 
 std::string_view name_of(RunStatus status);
 std::optional<RunStatus> parse_run_status(std::string_view name);
+
+// The languages a run may be in, by name: "cuda" or "triton" ("cpp" is cuda's on the cpu device, not a
+// language of its own); nothing for any other name.
+std::optional<Language> parse_run_language(std::string_view name);
+// Why a run in `language` cannot be on `device`, or nothing: Triton has no cpu backend.
+std::optional<std::string> language_refusal(Language language, Device device);
+// Whether a solution in `solution` is in the run's `language` (cuda covers the cpu device's host C++).
+bool solution_fits(Language language, Language solution);
 
 // An option a resume changed (run.json's `changes`): one that does not change the experiment.
 struct SettingChange {
@@ -37,6 +46,10 @@ struct RunSettings {
   std::string model;         // the name in the models file
   std::string models_file;   // absolute
   Condition condition = Condition::none;
+  // What the model writes: cuda (CUDA C++ on the cuda device, host C++ on the cpu device) or triton
+  // (Python with @triton.jit kernels, the cuda device only). A run.json without it is cuda (the runs
+  // before the option). A campaign's runs keep the default, cuda.
+  Language language = Language::cuda;
   Budget budget;
   Device device = Device::cpu;
   std::string device_name;

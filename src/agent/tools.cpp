@@ -75,7 +75,8 @@ uint64_t derive_seed(uint64_t seed, uint64_t salt) {
   return splitmix_finalize(seed + kSplitMixIncrement * (salt + 1));
 }
 
-std::vector<llm::ToolSpec> tool_specs(Condition condition) {
+std::vector<llm::ToolSpec> tool_specs(Condition condition, Language language) {
+  const bool triton = language == Language::triton;
   std::vector<llm::ToolSpec> specs;
   specs.push_back({"list_files", "List the files of your workspace (or of one folder in it), with their sizes.",
                    object_schema({{"path", string_property("a folder relative to the workspace; default: the workspace")}}, {})});
@@ -98,7 +99,11 @@ std::vector<llm::ToolSpec> tool_specs(Condition condition) {
                                   {"new_text", string_property("what replaces it")}},
                                  {"path", "old_text", "new_text"})});
   if (condition != Condition::design_only) {
-    specs.push_back({"compile", "Compile the workspace's solution into a shared object; returns the compiler's output.",
+    specs.push_back({"compile",
+                     triton ? "Compile the workspace's Triton solution (solution.py and the modules it imports) ahead of "
+                              "time: launch runs once per published workload on placeholder tensors of its shapes and "
+                              "each kernel it launches is compiled for sm_90a; returns the kernels or Triton's error."
+                            : "Compile the workspace's solution into a shared object; returns the compiler's output.",
                      object_schema(json::object(), {})});
     specs.push_back({"check",
                      "Check the solution's outputs on every published workload with freshly drawn inputs: per "

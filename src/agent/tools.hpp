@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,12 @@
 #include "core/task.hpp"
 #include "core/text.hpp"
 #include "llm/chat.hpp"
+#include "runner/builder.hpp"
 
 namespace d2k {
 struct EvalEnvironment;  // eval/environment.hpp
 struct EvalSettings;     // eval/evaluator.hpp
+struct TritonSetup;      // runner/triton.hpp
 }
 
 namespace d2k::agent {
@@ -48,10 +51,14 @@ struct ToolEnv {
   const EvalEnvironment* environment = nullptr;  // device, root, caches, worker, sandbox
   const EvalSettings* eval = nullptr;   // timing; workloads: the published ones used
   uint64_t seed = 1;                    // the run's seed; each check and benchmark draws from it
+  // The run's language (run_types.hpp): the solution the tools take from the workspace must be in it.
+  Language language = Language::cuda;
 };
 
-// The tools of a condition: design-only has the file tools and submit only.
-std::vector<llm::ToolSpec> tool_specs(Condition condition);
+// The tools of a condition and language: design-only has the file tools and submit only; the
+// descriptions of compile and submit name what is compiled (nvcc, the host compiler, or Triton's
+// ahead-of-time compile in the warm-up).
+std::vector<llm::ToolSpec> tool_specs(Condition condition, Language language = Language::cuda);
 
 class ToolBox {
  public:
@@ -75,6 +82,10 @@ class ToolBox {
   ToolOutcome evaluate(const nlohmann::json& args, bool time, int call_index);
   ToolOutcome profile(const nlohmann::json& args, int call_index);
   ToolOutcome submit(const nlohmann::json& args);
+  // The workspace's solution, or why it cannot be used (none, or not in the run's language).
+  std::variant<Solution, std::string> run_solution() const;
+  ToolOutcome compile_triton(const Solution& solution, const BuildResult& build, const TritonSetup& setup,
+                             ToolOutcome outcome);
 
   ToolEnv env_;
   Workspace workspace_;

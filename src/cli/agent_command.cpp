@@ -32,6 +32,7 @@ struct AgentOptions {
   std::string model;
   std::string models_file;
   std::string condition = "none";
+  std::string language;  // cuda | triton; empty: triton on the cuda device, cuda on the cpu device
   int turns = 350;
   std::optional<int64_t> max_tokens_total;
   std::optional<double> max_cost_usd;
@@ -78,6 +79,10 @@ std::vector<GivenOption> given_options(const CLI::App& command, const AgentOptio
     if (!condition) fail("--condition: unknown condition '{}' (none, L1, L1+L2, L1+L2+L3, design-only)", agent.condition);
     given.push_back({"--condition", "/condition", std::string(name_of(*condition))});
   }
+  if (command.count("--language") > 0) {
+    if (!parse_run_language(agent.language)) fail("--language: unknown language '{}' (cuda, triton)", agent.language);
+    given.push_back({"--language", "/language", agent.language});
+  }
   add("--turns", "/budget/max_turns", agent.turns);
   add("--max-tokens-total", "/budget/max_tokens_total", agent.max_tokens_total.value_or(0));
   add("--max-cost-usd", "/budget/max_cost_usd", agent.max_cost_usd.value_or(0));
@@ -115,6 +120,17 @@ RunSettings new_settings(const AgentOptions& agent) {
   if (!condition) fail("--condition: unknown condition '{}' (none, L1, L1+L2, L1+L2+L3, design-only)", agent.condition);
   const auto& run = agent.run;
   RunSettings settings;
+  // The language: given, else the device's default (D2K-Bench's agents write Triton on the GPU; the cpu
+  // device has no Triton backend, so host C++ there).
+  const Device device = resolve_device({.device = run.device});
+  if (agent.language.empty()) {
+    settings.language = device == Device::cuda ? Language::triton : Language::cuda;
+  } else {
+    auto language = parse_run_language(agent.language);
+    if (!language) fail("--language: unknown language '{}' (cuda, triton)", agent.language);
+    settings.language = *language;
+  }
+  if (auto why = language_refusal(settings.language, device)) fail("{}", *why);
   settings.task = agent.task;
   settings.model = agent.model;
   settings.models_file = fs::absolute(agent.models_file).string();
@@ -230,9 +246,10 @@ int run_agent(AgentOptions agent, const GlobalOptions& global, const CLI::App& c
   setup.cost_usd = [prices](const llm::Usage& usage) { return llm::cost_usd(usage, prices); };
   setup.run_dir = run_dir;
   setup.log = &std::cerr;
-  std::cerr << fmt::format("d2k agent: {} {} on {} with {} ({}), run folder {}\n",
+  std::cerr << fmt::format("d2k agent: {} {} on {} with {} ({}, {}), run folder {}\n",
                            ended ? "reporting" : resuming ? "resuming" : "starting", name_of(settings.condition),
-                           settings.task, settings.model, name_of(environment.device), run_dir.string());
+                           settings.task, settings.model, name_of(environment.device), name_of(settings.language),
+                           run_dir.string());
   const auto result = resuming ? resume_run(setup) : start_run(setup);
   print_summary(run_dir, result);
   if (result.status == RunStatus::harness_error) return 2;
@@ -248,6 +265,9 @@ Command add_agent_command(CLI::App& app, const GlobalOptions& global) {
   command->add_option("--model,-m", options->model, "a model of the models file");
   command->add_option("--models", options->models_file, "the models file (TOML; see docs/agent.md)");
   command->add_option("--condition,-c", options->condition, "none | L1 | L1+L2 | L1+L2+L3 | design-only")->capture_default_str();
+  command->add_option("--language,-l", options->language,
+                      "cuda | triton: what the model writes (default: triton on the cuda device, cuda on the cpu "
+                      "device, where cuda means host C++; the cpu device has no Triton backend)");
   command->add_option("--turns", options->turns, "turn budget: model responses at most")->capture_default_str();
   command->add_option_function<int64_t>("--max-tokens-total", [options](int64_t n) { options->max_tokens_total = n; },
                                         "token budget: input + output tokens");

@@ -3,6 +3,8 @@
 #include <fstream>
 
 #include "agent/prompt.hpp"
+#include "agent/run_types.hpp"
+#include "core/error.hpp"
 #include "agent/tools.hpp"
 #include "core/task_loader.hpp"
 
@@ -103,4 +105,71 @@ TEST(Prompt, OffersTheCutlassHeadersByTheirReleaseWhereACudaSolutionHasThem) {
   // Host C++ solutions never see them.
   in.device = Device::cpu;
   EXPECT_EQ(build_prompt(in).user.find("CUTLASS"), std::string::npos);
+}
+
+TEST(Prompt, TritonShowsTheLauncherInterfaceAndItsExampleNotTheCAbi) {
+  for (const auto& task : load_tasks(std::filesystem::path(D2K_ROOT_DIR) / "tasks")) {
+    PromptInputs in = inputs_for(task, Condition::none);
+    in.language = Language::triton;
+    in.tools = tool_specs(Condition::none, Language::triton);
+    const auto p = build_prompt(in);
+    EXPECT_NE(p.system.find("write a kernel in Triton"), std::string::npos);
+    EXPECT_NE(p.user.find("## The solution interface (Triton)"), std::string::npos);
+    EXPECT_NE(p.user.find("run with Triton 3.6.0 on the cuda device (sm_90a)"), std::string::npos);
+    EXPECT_NE(p.user.find("`launch(<inputs>, <outputs not in place>, <scalars>, workspace)`"), std::string::npos);
+    EXPECT_NE(p.user.find("mark it `do_not_specialize`"), std::string::npos);
+    EXPECT_NE(p.user.find("```python\n"), std::string::npos) << "the minimal example";
+    EXPECT_NE(p.user.find("def launch(x, y, workspace):"), std::string::npos) << "the minimal example";
+    EXPECT_NE(p.user.find("Write your solution as Triton in `solution.py`"), std::string::npos);
+    EXPECT_NE(p.user.find("D2K_REGISTER_TASK"), std::string::npos) << "the reference is the same";
+    // Nothing of the C ABI, the CUDA C++ build or CUTLASS.
+    EXPECT_EQ(p.user.find("d2k_run"), std::string::npos);
+    EXPECT_EQ(p.user.find("2.0f * in[i]"), std::string::npos);
+    EXPECT_EQ(p.user.find("nvcc"), std::string::npos);
+    EXPECT_EQ(p.user.find("CUTLASS"), std::string::npos);
+    for (const auto& input : task.inputs) EXPECT_NE(p.user.find("`" + input.name + "`"), std::string::npos);
+    // The guidance block is the only difference between paired Triton runs too.
+    PromptInputs l1 = in;
+    l1.condition = Condition::L1;
+    const auto g = build_prompt(l1);
+    const auto at = g.user.find(g.guidance);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_EQ(g.user.substr(0, at) + g.user.substr(at + g.guidance.size()), p.user) << task.name;
+  }
+}
+
+TEST(Prompt, CudaShowsTheCAbiAndNoTriton) {
+  const auto tasks = load_tasks(std::filesystem::path(D2K_ROOT_DIR) / "tasks");
+  for (auto device : {Device::cuda, Device::cpu}) {
+    PromptInputs in = inputs_for(tasks.front(), Condition::none);
+    in.device = device;
+    in.language = Language::cuda;
+    const auto p = build_prompt(in);
+    EXPECT_NE(p.user.find("## The solution ABI"), std::string::npos);
+    EXPECT_NE(p.user.find("d2k_run"), std::string::npos);
+    EXPECT_NE(p.user.find(device == Device::cuda ? "Solutions are CUDA C++" : "Solutions are host C++"), std::string::npos);
+    EXPECT_EQ(p.user.find("Triton"), std::string::npos);
+    EXPECT_EQ(p.system.find("Triton"), std::string::npos);
+  }
+}
+
+TEST(Prompt, TritonOnTheCpuDeviceIsRefused) {
+  const auto tasks = load_tasks(std::filesystem::path(D2K_ROOT_DIR) / "tasks");
+  PromptInputs in = inputs_for(tasks.front(), Condition::none);
+  in.device = Device::cpu;
+  in.language = Language::triton;
+  try {
+    build_prompt(in);
+    FAIL() << "a Triton prompt for the cpu device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the cpu device has no Triton backend"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(language_refusal(Language::triton, Device::cuda), std::nullopt);
+  EXPECT_EQ(language_refusal(Language::cuda, Device::cpu), std::nullopt);
+  const auto why = language_refusal(Language::triton, Device::cpu).value_or("");
+  EXPECT_NE(why.find("--language triton with --device cpu: the cpu device has no Triton backend"), std::string::npos) << why;
+  EXPECT_EQ(parse_run_language("triton"), Language::triton);
+  EXPECT_EQ(parse_run_language("cuda"), Language::cuda);
+  EXPECT_EQ(parse_run_language("cpp"), std::nullopt);
+  EXPECT_EQ(parse_run_language("Triton"), std::nullopt);
 }

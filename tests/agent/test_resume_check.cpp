@@ -109,3 +109,27 @@ TEST(ResumeCheck, RefusesAModelsFileWithOtherPricesAndRecordsAnotherPath) {
   EXPECT_EQ(settings.changes[0].option, "--models");
   EXPECT_EQ(settings.changes[0].from, "/runs/models.toml");
 }
+
+TEST(ResumeCheck, TheLanguageIsRecordedAndARunKeepsIt) {
+  auto settings = recorded();
+  settings.language = Language::triton;
+  const json document = settings;
+  EXPECT_EQ(document.at("language"), "triton");
+  EXPECT_EQ(document.get<RunSettings>().language, Language::triton);
+  // A run.json from before the option: its runs were cuda.
+  json old = document;
+  old.erase("language");
+  EXPECT_EQ(old.get<RunSettings>().language, Language::cuda);
+  json bad = document;
+  bad["language"] = "rust";
+  try {
+    (void)bad.get<RunSettings>();
+    FAIL() << "an unknown language";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("language: unknown language 'rust' (cuda, triton)"), std::string::npos) << e.what();
+  }
+  // A resume keeps it: the same value passes, another is refused naming both.
+  EXPECT_EQ(refusal({{"--language", "/language", "cuda"}}), "");
+  EXPECT_NE(refusal({{"--language", "/language", "triton"}}).find("--language \"triton\": the run has language = \"cuda\""),
+            std::string::npos);
+}

@@ -2,11 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "agent/tools.hpp"
 #include "core/error.hpp"
 #include "eval/environment.hpp"
 #include "eval/evaluator.hpp"
+#include "core/task_loader.hpp"
+#include "runner/triton.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -17,11 +20,12 @@ namespace {
 struct Box {
   fs::path dir;
   std::unique_ptr<ToolBox> box;
-  explicit Box(Condition condition = Condition::none) {
+  explicit Box(Condition condition = Condition::none, d2k::Language language = d2k::Language::cuda) {
     dir = fs::temp_directory_path() / ("d2k-agent-tools-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     ToolEnv env;
     env.condition = condition;
+    env.language = language;
     env.run_dir = dir;
     box = std::make_unique<ToolBox>(env);
   }
@@ -191,3 +195,119 @@ TEST(Tools, SeedsDifferPerCallAndRepeat) {
   EXPECT_NE(derive_seed(7, 3), derive_seed(8, 3));
 }
 
+
+TEST(Tools, TritonSpecsNameTheAheadOfTimeCompile) {
+  const auto describe = [](d2k::Language language, const std::string& name) {
+    for (const auto& spec : tool_specs(Condition::none, language))
+      if (spec.name == name) return spec.description;
+    return std::string();
+  };
+  EXPECT_NE(describe(d2k::Language::triton, "compile").find("solution.py"), std::string::npos);
+  EXPECT_NE(describe(d2k::Language::triton, "compile").find("compiled for sm_90a"), std::string::npos);
+  EXPECT_EQ(describe(d2k::Language::cuda, "compile").find("Triton"), std::string::npos);
+  EXPECT_EQ(tool_specs(Condition::none, d2k::Language::triton).size(), tool_specs(Condition::none).size());
+}
+
+TEST(Tools, TheSolutionMustBeInTheRunsLanguage) {
+  const auto error_of = [](const ToolOutcome& outcome) {
+    EXPECT_TRUE(outcome.is_error) << outcome.result.dump();
+    EXPECT_FALSE(outcome.submitted);
+    EXPECT_FALSE(outcome.format_error);
+    return outcome.result.value("error", std::string());
+  };
+  {  // A Triton run whose workspace holds CUDA: every tool that takes the solution refuses it, naming both.
+    Box b(Condition::none, d2k::Language::triton);
+    EXPECT_NE(error_of(b.run("compile", "{}")).find("write solution.py"), std::string::npos) << "an empty workspace";
+    ASSERT_FALSE(b.run("write_file", json{{"path", "solution.py"}, {"content", "def launch(x, y, workspace): pass\n"}}.dump()).is_error);
+    ASSERT_FALSE(b.run("write_file", json{{"path", "k.cu"}, {"content", "// cuda\n"}}.dump()).is_error);
+    for (const char* tool : {"compile", "check", "benchmark", "submit"}) {
+      const auto message = error_of(b.run(tool, "{}"));
+      EXPECT_NE(message.find("holds cuda sources (k.cu), but this run's language is Triton"), std::string::npos) << tool << ": " << message;
+    }
+    // Alone, solution.py is the run's solution.
+    fs::remove(b.dir / "workspace" / "k.cu");
+    const auto submit = b.run("submit", "{}");
+    EXPECT_TRUE(submit.submitted) << submit.result.dump();
+    EXPECT_EQ(submit.result.at("submitted"), json::array({"solution.py"}));
+  }
+  {  // A cuda run whose workspace holds only Python.
+    Box b(Condition::none, d2k::Language::cuda);
+    ASSERT_FALSE(b.run("write_file", json{{"path", "solution.py"}, {"content", "def launch(x, y, workspace): pass\n"}}.dump()).is_error);
+    for (const char* tool : {"compile", "check", "benchmark", "submit"}) {
+      const auto message = error_of(b.run(tool, "{}"));
+      EXPECT_NE(message.find("the workspace's solution is Triton (solution.py), but this run's language is cuda"),
+                std::string::npos) << tool << ": " << message;
+    }
+    // Scratch Python beside the CUDA source is not the solution: the run's language decides nothing there.
+    ASSERT_FALSE(b.run("write_file", json{{"path", "k.cu"}, {"content", "// cuda\n"}}.dump()).is_error);
+    EXPECT_TRUE(b.run("submit", "{}").submitted);
+  }
+}
+
+// compile, for a Triton run on the cuda device: the warm-up compiles the kernels for sm_90a per published
+// workload, without a GPU (Triton's C launcher stubs link against the toolkit's libcuda stub here).
+TEST(Tools, TritonCompileIsTheWarmUpsAheadOfTimeCompilePerWorkload) {
+  const fs::path root = D2K_ROOT_DIR;
+  const fs::path cuda_stubs = "/usr/local/cuda/lib64/stubs";
+  std::string why;
+  if (!d2k::find_triton(root, why)) GTEST_SKIP() << "no pinned Triton (scripts/setup installs it): " << why;
+  if (!fs::exists(cuda_stubs / "libcuda.so")) GTEST_SKIP() << "no CUDA toolkit stubs in " << cuda_stubs;
+  Box b(Condition::none, d2k::Language::triton);
+  const fs::path stubs = b.dir / "stubs";
+  fs::create_directories(stubs);
+  fs::create_symlink(cuda_stubs / "libcuda.so", stubs / "libcuda.so.1");
+  ::setenv("TRITON_LIBCUDA_PATH", stubs.c_str(), 1);
+  const char* old_path = std::getenv("LD_LIBRARY_PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("LD_LIBRARY_PATH", stubs.c_str(), 1);
+
+  d2k::EvalEnvironment environment;
+  environment.device = d2k::Device::cuda;  // compile needs no GPU: nothing is launched
+  environment.root = root;
+  environment.build_cache = b.dir / "builds";
+  environment.scratch_dir = b.dir / "scratch";
+  fs::create_directories(environment.scratch_dir);
+  d2k::EvalSettings eval;
+  eval.build_timeout_seconds = 300;
+  eval.workloads = {"llama3-8b-T1", "qwen2.5-7b-T37"};
+  d2k::Task task = d2k::load_task(root / "tasks", std::string("norm/fused_add_rmsnorm"));
+  ToolEnv env;
+  env.task = &task;
+  env.language = d2k::Language::triton;
+  env.run_dir = b.dir / "run";
+  env.environment = &environment;
+  env.eval = &eval;
+  ToolBox box(env);
+  const auto source = read_whole_file(root / "tasks/norm/fused_add_rmsnorm/solution/triton/fused_add_rmsnorm.py");
+  ASSERT_TRUE(source);
+  ASSERT_FALSE(box.run("write_file", json{{"path", "solution.py"}, {"content", *source}}.dump(), 0).is_error);
+  const auto compiled = box.run("compile", "{}", 1);
+  EXPECT_FALSE(compiled.is_error) << compiled.result.dump(2);
+  if (std::getenv("D2K_TEST_SHOW")) std::cerr << compiled.result.dump(2) << "\n";
+  ASSERT_TRUE(compiled.result.contains("workloads")) << compiled.result.dump(2);
+  ASSERT_EQ(compiled.result.at("workloads").size(), 2u);
+  for (const auto& w : compiled.result.at("workloads")) {
+    EXPECT_TRUE(w.at("ok").get<bool>()) << w.dump();
+    EXPECT_FALSE(w.at("kernels").empty()) << w.dump();
+  }
+  // A kernel Triton cannot compile: the first workload's error, with Triton's message.
+  std::string broken = *source;
+  const auto at = broken.find("tl.store(");
+  ASSERT_NE(at, std::string::npos);
+  broken.insert(at, "tl.no_such_builtin()\n    ");
+  ASSERT_FALSE(box.run("write_file", json{{"path", "solution.py"}, {"content", broken}}.dump(), 2).is_error);
+  const auto failed = box.run("compile", "{}", 3);
+  EXPECT_TRUE(failed.is_error);
+  ASSERT_EQ(failed.result.at("workloads").size(), 1u) << failed.result.dump(2);
+  EXPECT_EQ(failed.result.at("workloads").at(0).at("error"), "compile") << failed.result.dump(2);
+  EXPECT_NE(failed.result.dump().find("no_such_builtin"), std::string::npos) << failed.result.dump(2);
+  // A library import: refused, as check would reject it.
+  ASSERT_FALSE(box.run("write_file", json{{"path", "solution.py"}, {"content", "import torch\n" + *source}}.dump(), 4).is_error);
+  const auto refused = box.run("compile", "{}", 5);
+  EXPECT_TRUE(refused.is_error);
+  EXPECT_EQ(refused.result.at("workloads").at(0).at("error"), "refused") << refused.result.dump(2);
+  if (std::getenv("D2K_TEST_SHOW")) std::cerr << failed.result.dump(2) << "\n" << refused.result.dump(2) << "\n";
+  if (old_path) ::setenv("LD_LIBRARY_PATH", saved.c_str(), 1);
+  else ::unsetenv("LD_LIBRARY_PATH");
+  ::unsetenv("TRITON_LIBCUDA_PATH");
+}
