@@ -109,4 +109,12 @@ void Transaction::commit() {
   done_ = true;
 }
 
+ReadSnapshot::ReadSnapshot(Database& db) : db_(db) { db_.exec("BEGIN"); }
+ReadSnapshot::~ReadSnapshot() {
+  try {
+    db_.exec("COMMIT");
+  } catch (...) {
+  }
+}
+
 }  // namespace d2k::campaign::sql

@@ -87,4 +87,17 @@ class Transaction {
   bool done_ = false;
 };
 
+// A deferred read transaction (BEGIN): every query inside it sees one snapshot, even while another
+// connection writes; it takes no write lock. Ends (COMMIT) on destruction.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(Database& db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  Database& db_;
+};
+
 }  // namespace d2k::campaign::sql

@@ -12,23 +12,6 @@
 namespace d2k::campaign {
 namespace {
 
-// A deferred read transaction: every query inside it sees one snapshot, even while a shard writes.
-class ReadSnapshot {
- public:
-  explicit ReadSnapshot(sql::Database& db) : db_(db) { db_.exec("BEGIN"); }
-  ~ReadSnapshot() {
-    try {
-      db_.exec("COMMIT");
-    } catch (...) {
-    }
-  }
-  ReadSnapshot(const ReadSnapshot&) = delete;
-  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
-
- private:
-  sql::Database& db_;
-};
-
 std::optional<std::string> text_or_null(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
@@ -42,7 +25,7 @@ std::string describe(const RunRow& r) {
 
 StoreContents Store::contents() {
   std::lock_guard lock(mutex_);
-  ReadSnapshot snapshot(db_);
+  sql::ReadSnapshot snapshot(db_);
   StoreContents c;
   c.file = db_.file();
   c.shard = shard_locked();
