@@ -29,6 +29,10 @@ struct Ceilings {
   int sm_count = 0;
   int sm_max_mhz = 0;
   int compute_capability = 0;
+  // What bounds the memory rates from above, read off the device too: the memory's peak clock and its
+  // bus width in bits. 0 where unknown.
+  int memory_max_mhz = 0;
+  int memory_bus_bits = 0;
 
   // The fastest the memory was measured to move bytes, copying or reading (1e9 bytes per second): the
   // denominator of a task's minimum bytes. A copy shares the bus between reads and writes; a kernel that
@@ -45,6 +49,13 @@ struct Ceilings {
   // library product run back to back, whose clock power limits hold down; a shorter kernel, or one
   // scheduled better, can beat it, never this.
   std::optional<double> matrix_bound(DType flops_dtype) const;
+
+  // The most the memory can move, in 1e9 bytes per second: its peak clock x 2 transfers per clock
+  // (double data rate) x the bus width. H200: 3201 MHz x 2 x 6144 bits = 4917 GB/s (the datasheet's
+  // 4.8 TB/s); the measured read rate is about 90% of it. The measured rate is one streaming kernel's,
+  // so a kernel that reads as well or better can match or beat it by a few percent, never this.
+  // None where unknown.
+  std::optional<double> memory_bound_gbps() const;
 };
 
 }  // namespace d2k

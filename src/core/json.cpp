@@ -270,6 +270,8 @@ void to_json(json& j, const Ceilings& value) {
            {"sm_count", value.sm_count},
            {"sm_max_mhz", value.sm_max_mhz},
            {"compute_capability", value.compute_capability},
+           {"memory_max_mhz", value.memory_max_mhz},
+           {"memory_bus_bits", value.memory_bus_bits},
            {"measured_at", value.measured_at}};
 }
 void from_json(const json& j, Ceilings& value) {
@@ -299,6 +301,9 @@ void from_json(const json& j, Ceilings& value) {
   read_optional(j, "sm_count", value.sm_count);
   read_optional(j, "sm_max_mhz", value.sm_max_mhz);
   read_optional(j, "compute_capability", value.compute_capability);
+  // Unknown (0) in a cache from before they were recorded: the memory bound is then unknown too.
+  read_optional(j, "memory_max_mhz", value.memory_max_mhz);
+  read_optional(j, "memory_bus_bits", value.memory_bus_bits);
 }
 
 // Traces

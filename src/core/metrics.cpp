@@ -8,8 +8,16 @@
 namespace d2k {
 namespace {
 
-double memory_floor_ms(double min_bytes, const Ceilings& ceiling) {
-  const double gbps = ceiling.memory_gbps();
+// The memory rate a floor divides by: the measured one, or the device's bound (the measured one where
+// the bound is not known).
+double memory_rate(const Ceilings& ceiling, FloorRate which) {
+  if (which == FloorRate::bound)
+    if (auto bound = ceiling.memory_bound_gbps()) return *bound;
+  return ceiling.memory_gbps();
+}
+
+double memory_floor_ms(double min_bytes, const Ceilings& ceiling, FloorRate which) {
+  const double gbps = memory_rate(ceiling, which);
   return gbps > 0 ? min_bytes / (gbps * 1e9) * 1e3 : 0.0;
 }
 
@@ -60,19 +68,28 @@ std::optional<double> Ceilings::matrix_bound(DType flops_dtype) const {
   return *per_clock * sm_count * sm_max_mhz * 1e6 / 1e12;
 }
 
+std::optional<double> Ceilings::memory_bound_gbps() const {
+  if (memory_max_mhz <= 0 || memory_bus_bits <= 0) return std::nullopt;
+  return memory_max_mhz * 1e6 * 2.0 * (memory_bus_bits / 8.0) / 1e9;
+}
+
 double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype) {
-  return std::max(memory_floor_ms(min_bytes, ceiling),
+  return std::max(memory_floor_ms(min_bytes, ceiling, FloorRate::measured),
                   compute_floor_ms(flops, ceiling, flops_dtype, FloorRate::measured));
 }
 
 std::optional<std::string> below_floor(double median_ms, double fraction, double flops, double min_bytes,
                                        const Ceilings& ceiling, DType flops_dtype, FloorRate which) {
-  const double memory_ms = memory_floor_ms(min_bytes, ceiling);
+  const double memory_ms = memory_floor_ms(min_bytes, ceiling, which);
   const double compute_ms = compute_floor_ms(flops, ceiling, flops_dtype, which);
   const double floor = std::max(memory_ms, compute_ms);
   if (floor <= 0 || median_ms >= fraction * floor) return std::nullopt;
   const std::string why =
-      memory_ms >= compute_ms
+      memory_ms >= compute_ms && which == FloorRate::bound && ceiling.memory_bound_gbps()
+          ? fmt::format("{:.4g} MB at the device's memory bound of {:.4g} GB/s: a {}-bit bus at {} MHz, two "
+                        "transfers per clock",
+                        min_bytes / 1e6, *ceiling.memory_bound_gbps(), ceiling.memory_bus_bits, ceiling.memory_max_mhz)
+      : memory_ms >= compute_ms
           ? fmt::format("{:.4g} MB at the measured memory bandwidth of {:.4g} GB/s ({})", min_bytes / 1e6,
                         ceiling.memory_gbps(), ceiling.read_gbps > ceiling.copy_gbps ? "reading" : "copying")
       : which == FloorRate::bound && ceiling.matrix_bound(flops_dtype)

@@ -24,14 +24,15 @@ void add_library(Performance& performance, const std::optional<TimingSummary>& l
 // `flops_dtype`) and the memory floor (min_bytes at the copy bandwidth). 0 when no ceiling applies.
 double floor_ms(double flops, double min_bytes, const Ceilings& ceiling, DType flops_dtype = DType::bf16);
 
-// Which matrix rate a floor uses: the measured one (the speed of light every % of SOL is of) or the
-// device's bound (Ceilings::matrix_bound, the measured rate where it is unknown), which no kernel beats.
+// Which rates a floor uses: the measured ones (the speed of light every % of SOL is of) or the device's
+// bounds (Ceilings::matrix_bound and memory_bound_gbps, the measured rate where one is unknown), which no
+// kernel beats.
 enum class FloorRate { measured, bound };
 
 // Why a median time is below `fraction` of the speed-of-light floor, with the numbers, or nullopt when it
 // is not (or no ceiling applies). The evaluator's policy (eval/checks.hpp) rejects a median below the
-// floor itself when the inputs were cold on a GPU (the bound's floor where the FLOPs set it): experts
-// reach 96% of the memory floor on the H200, and over 100% of the measured matrix rate.
+// bounds' floor when the inputs were cold on a GPU: experts reach 100% of the measured read rate on the
+// H200 (moe/sum_reduce) and over 100% of the measured matrix rate.
 std::optional<std::string> below_floor(double median_ms, double fraction, double flops, double min_bytes,
                                        const Ceilings& ceilings, DType flops_dtype = DType::bf16,
                                        FloorRate which = FloorRate::measured);

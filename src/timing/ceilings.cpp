@@ -166,7 +166,7 @@ Ceilings measure_cuda() {
     ceilings.copy_gbps = copy_gbps(kCudaCopyBytes, ms);
     // The read rate over the same source: a grid that fills the SMs once, and one of several waves; the
     // faster counts.
-    int device = 0, sms = 0, clock_khz = 0, major = 0, minor = 0;
+    int device = 0, sms = 0, clock_khz = 0, major = 0, minor = 0, memory_khz = 0, bus_bits = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
     check_cuda(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
@@ -175,6 +175,10 @@ Ceilings measure_cuda() {
     ceilings.sm_count = sms;
     ceilings.sm_max_mhz = clock_khz / 1000;
     ceilings.compute_capability = major * 10 + minor;
+    check_cuda(cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device), "cudaDeviceGetAttribute");
+    ceilings.memory_max_mhz = memory_khz / 1000;
+    ceilings.memory_bus_bits = bus_bits;
     DeviceBuffer sink(sizeof(unsigned));
     for (const int blocks : {4 * sms, 32 * sms}) {
       ms = median_ms(stream.get(), kCopySamples, [&] {
@@ -248,6 +252,8 @@ std::optional<Ceilings> read_cache(const fs::path& file) {
     // the measured matrix rate is held to it (a false alarm on the fastest GEMMs).
     const bool gpu = cached.contains("bf16_tflops") && !cached.at("bf16_tflops").is_null();
     if (gpu && !cached.contains("sm_max_mhz")) return std::nullopt;
+    // Nor one from before the memory bound's: an expert at the measured read rate was rejected by it.
+    if (gpu && !cached.contains("memory_bus_bits")) return std::nullopt;
     return cached.get<Ceilings>();
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is measured again, not trusted
@@ -295,6 +301,9 @@ Ceilings cached_ceilings(Device device, const fs::path& cache_dir, bool refresh,
       *progress << fmt::format("  bounds: {} SMs at up to {} MHz, sm_{}{}\n", ceilings.sm_count, ceilings.sm_max_mhz,
                                ceilings.compute_capability,
                                ceilings.matrix_bound(DType::bf16) ? "" : " (matrix rate per clock unknown: no bound)");
+    if (auto memory = ceilings.memory_bound_gbps())
+      *progress << fmt::format("  memory bound: {:.0f} GB/s ({}-bit bus at up to {} MHz)\n", *memory,
+                               ceilings.memory_bus_bits, ceilings.memory_max_mhz);
     if (!ceilings.fp8_config.empty()) *progress << fmt::format("  fp8 as {}\n", ceilings.fp8_config);
     if (!ceilings.int8_config.empty()) *progress << fmt::format("  int8 as {}\n", ceilings.int8_config);
   }

@@ -129,13 +129,32 @@ TEST(Metrics, AFloorAtTheBoundLetsAKernelBeatTheMeasuredMatrixRate) {
   const auto why = below_floor(0.9 * bound_floor, 1.0, ops, bytes, h200, DType::i8, FloorRate::bound);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("at the device's i8 bound of 2141 TFLOP/s: 132 SMs at 1980 MHz"), std::string::npos) << *why;
-  // Memory-bound: the bound changes nothing.
+  // Memory-bound, with no memory bound known: the matrix bound changes nothing.
   const double copy_floor = 1e9 / 4207e9 * 1e3;
   EXPECT_TRUE(below_floor(0.99 * copy_floor, 1.0, 1e6, 1e9, h200, DType::bf16, FloorRate::bound).has_value());
   // Without a bound the measured rate stands in for it.
   Ceilings unknown = h200;
   unknown.compute_capability = 0;
   EXPECT_TRUE(below_floor(0.3088, 1.0, ops, bytes, unknown, DType::i8, FloorRate::bound).has_value());
+}
+
+TEST(Metrics, TheMemoryBoundIsTheBusAtItsPeakClock) {
+  Ceilings h200{.copy_gbps = 4207.0, .read_gbps = 4415.0};
+  EXPECT_FALSE(h200.memory_bound_gbps().has_value());  // unknown until the device says its clock and bus
+  h200.memory_max_mhz = 3201;
+  h200.memory_bus_bits = 6144;
+  // 3201 MHz x 2 transfers x 768 bytes: the datasheet's 4.8 TB/s. H100 SXM (2619 MHz, 5120 bits): 3.35 TB/s.
+  EXPECT_NEAR(*h200.memory_bound_gbps(), 4916.736, 1e-9);
+  const Ceilings h100{.memory_max_mhz = 2619, .memory_bus_bits = 5120};
+  EXPECT_NEAR(*h100.memory_bound_gbps(), 3352.32, 1e-9);
+  // The floor every % of SOL is of stays at the measured rate; only the bound's floor moves.
+  EXPECT_NEAR(floor_ms(0, 4.415e9, h200), 1.0, 1e-12);
+  EXPECT_TRUE(below_floor(0.999, 1.0, 0, 4.415e9, h200).has_value());
+  EXPECT_FALSE(below_floor(0.999, 1.0, 0, 4.415e9, h200, DType::bf16, FloorRate::bound).has_value());
+  const auto why = below_floor(0.85, 1.0, 0, 4.415e9, h200, DType::bf16, FloorRate::bound);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("at the device's memory bound of 4917 GB/s: a 6144-bit bus at 3201 MHz"), std::string::npos)
+      << *why;
 }
 
 TEST(Metrics, Geomean) {

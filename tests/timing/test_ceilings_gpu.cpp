@@ -31,6 +31,13 @@ TEST(CeilingsGpu, CopyReadAndMatrixRatesArePlausible) {
   // under the H200's datasheet 4.8 TB/s by no more than measurement noise.
   EXPECT_GT(ceilings.read_gbps, 0.9 * ceilings.copy_gbps);
   EXPECT_LT(ceilings.read_gbps, 10000.0);
+  // The memory's bound (peak clock x 2 x bus width) is read off the device, and every measured rate sits
+  // under it (the H200: 4917 GB/s, read about 90% of it).
+  ASSERT_TRUE(ceilings.memory_bound_gbps().has_value());
+  std::cout << "memory bound " << *ceilings.memory_bound_gbps() << " GB/s (" << ceilings.memory_bus_bits << "-bit bus at "
+            << ceilings.memory_max_mhz << " MHz)\n";
+  EXPECT_LT(ceilings.read_gbps, *ceilings.memory_bound_gbps());
+  EXPECT_GT(ceilings.read_gbps, 0.7 * *ceilings.memory_bound_gbps());
   ASSERT_TRUE(ceilings.bf16_tflops.has_value());
   EXPECT_GT(*ceilings.bf16_tflops, 100.0);
   EXPECT_LT(*ceilings.bf16_tflops, 2000.0);
