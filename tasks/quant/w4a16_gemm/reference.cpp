@@ -7,9 +7,12 @@
 //
 // make_inputs quantizes a normal weight with AutoGPTQ's symmetric rule and packs it in AutoGPTQ's format.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 
 #include "reference/inputs.hpp"
 #include "reference/task_code.hpp"
@@ -38,13 +41,43 @@ at::Tensor dequantize(const at::Tensor& qweight, const at::Tensor& scales, at::S
   return (unpack(qweight) - kZero).to(dtype) * scales.to(dtype).repeat_interleave(kGroup, 0);
 }
 
-// codes [K, N] in 0..15 -> qweight [K / 8, N] int32 (AutoGPTQ's pack; the top nibble wraps into the sign).
-at::Tensor pack(const at::Tensor& codes) {
-  const int64_t K = codes.size(0), N = codes.size(1);
-  const at::Tensor shifts = at::arange(0, 32, 4, codes.options().dtype(at::kLong)).view({1, kPack, 1});
-  const at::Tensor words = at::bitwise_left_shift(codes.to(at::kLong).view({K / kPack, kPack, N}), shifts).sum(1);
-  // Keep the low 32 bits as a signed int32.
-  return at::where(words >= (int64_t{1} << 31), words - (int64_t{1} << 32), words).to(at::kInt);
+// w [N, K] (nn.Linear's layout, contiguous) -> {qweight [K / 8, N] int32, scales [K / 128, N] bf16}: per
+// 128-wide K group and output channel, scale = bf16(max(amax, 1e-10) * (2 / 15)) and
+// q = clamp(round_half_even(w / scale) + 8, 0, 15) in float, as the tensor expression
+// `(grouped.abs().amax(1).clamp_min(1e-10) * (2.0 / 15)).to(bf16)`, `grouped.div(scale).round_().add_(8)
+// .clamp_(0, 15)` computes it; code k = 8i + j packed into bits 4j..4j+3 of word i (AutoGPTQ's pack; the
+// top nibble wraps into the sign). One pass per output channel, in parallel: the 70B layers' weights
+// (235 M values) were seconds of int64 temporaries as tensor expressions.
+std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& w) {
+  const int64_t N = w.size(0), K = w.size(1), groups = K / kGroup;
+  at::Tensor qweight = at::empty({K / kPack, N}, at::TensorOptions().dtype(at::kInt));
+  at::Tensor scales = at::empty({groups, N}, at::TensorOptions().dtype(at::kBFloat16));
+  const float* weights = w.data_ptr<float>();
+  int32_t* words = qweight.data_ptr<int32_t>();
+  at::BFloat16* scale_out = scales.data_ptr<at::BFloat16>();
+  const float min_amax = static_cast<float>(kMinAmax), step = static_cast<float>(2.0 / kMaxQ);
+  at::parallel_for(0, N, 16, [&](int64_t first, int64_t last) {
+    for (int64_t n = first; n < last; ++n) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* group = weights + n * K + g * kGroup;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < kGroup; ++k) amax = std::max(amax, std::fabs(group[k]));
+        const at::BFloat16 scale(std::max(amax, min_amax) * step);
+        scale_out[g * N + n] = scale;
+        const float divisor = static_cast<float>(scale);
+        for (int64_t i = 0; i < kGroup / kPack; ++i) {
+          uint32_t word = 0;
+          for (int64_t j = 0; j < kPack; ++j) {
+            const float q = std::clamp(std::nearbyint(group[i * kPack + j] / divisor) + static_cast<float>(kZero), 0.0f,
+                                       static_cast<float>(kMaxQ));
+            word |= static_cast<uint32_t>(q) << (4 * j);
+          }
+          words[(g * (kGroup / kPack) + i) * N + n] = static_cast<int32_t>(word);
+        }
+      }
+    }
+  });
+  return {std::move(qweight), std::move(scales)};
 }
 
 class W4A16Gemm final : public TaskCode {
@@ -93,16 +126,12 @@ class W4A16Gemm final : public TaskCode {
 
     // Weight [K, N] (the transpose of nn.Linear's, as GPTQ stores it), quantized per 128-wide K group and
     // output channel: scale = 2 * amax / 15 (rounded to bf16, as stored), q = clamp(round(w / s) + 8, 0, 15).
-    at::Tensor w = draw_input(init_of(*task.find_input("qweight"), workload), {N, K}, seed, 1, at::kFloat).t();
-    const at::Tensor grouped = w.reshape({K / kGroup, kGroup, N});
-    const at::Tensor scales =
-        (grouped.abs().amax(1).clamp_min(kMinAmax) * (2.0 / kMaxQ)).to(at::kBFloat16);  // [K / 128, N]
-    const at::Tensor codes = grouped.div(scales.to(at::kFloat).unsqueeze(1)).round_().add_(kZero).clamp_(0, kMaxQ);
-
+    const at::Tensor w = draw_input(init_of(*task.find_input("qweight"), workload), {N, K}, seed, 1, at::kFloat);
+    auto [qweight, scales] = quantize(w);
     TensorMap inputs;
     inputs["x"] = x.to(at::kBFloat16);
-    inputs["qweight"] = pack(codes.reshape({K, N}).to(at::kInt));
-    inputs["scales"] = scales;
+    inputs["qweight"] = std::move(qweight);
+    inputs["scales"] = std::move(scales);
     return inputs;
   }
 
