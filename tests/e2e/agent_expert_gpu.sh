@@ -1,11 +1,17 @@
 # On the GPU: a scripted run per shipped task that writes the expert CUDA solution (--language cuda),
 # checks it and submits it, and one per task with a Triton solution that writes it as solution.py
 # (--language triton, the cuda device's default); each final evaluation (published and hidden workloads,
-# fresh seed) must pass.
+# fresh seed) must pass. AGENT_LANGUAGES ("cuda triton" by default) and AGENT_TASKS (a space-separated list
+# of task names; every task by default) narrow it, for a device call with little time left.
 source "$(dirname "$0")/agent_lib.bash"
+wanted() {  # wanted LANGUAGE TASK
+  [[ " ${AGENT_LANGUAGES:-cuda triton} " == *" $1 "* ]] || return 1
+  [ -z "${AGENT_TASKS:-}" ] || [[ " $AGENT_TASKS " == *" $2 "* ]]
+}
 
 for dir in "$D2K_ROOT"/tasks/*/*/; do
   task=$(basename "$(dirname "$dir")")/$(basename "$dir")
+  wanted cuda "$task" || continue
   name=${task/\//_}
   python3 - "$dir" "$WORK/$name.script.json" <<'PY'
 import glob, json, os, subprocess, sys
@@ -49,6 +55,7 @@ done
 for dir in "$D2K_ROOT"/tasks/*/*/solution/triton/; do
   task_dir=$(dirname "$(dirname "$dir")")
   task=$(basename "$(dirname "$task_dir")")/$(basename "$task_dir")
+  wanted triton "$task" || continue
   name=triton_${task/\//_}
   python3 - "$dir" "$WORK/$name.script.json" <<'PY'
 import glob, json, os, sys
