@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Runs the shipped Triton solutions (norm/fused_add_rmsnorm, quant/fp8_group_quant) under Triton's CPU
-interpreter (TRITON_INTERPRET=1) on numpy-backed tensors, against numpy references of the tasks' formulas:
+"""Runs the shipped Triton solutions (norm/fused_add_rmsnorm, quant/fp8_group_quant, moe/topk_softmax) under
+Triton's CPU interpreter (TRITON_INTERPRET=1) on numpy-backed tensors, against numpy references of the tasks' formulas:
 a check of a Triton solution's logic (strides, masks, layouts, roundings) on a machine without a GPU.
 
     PYTHONPATH=.deps/triton:<a folder with numpy> python3 tools/triton_interpret_check.py
 
-Needs numpy besides Triton (not d2k's dependencies: the interpreter is the only user). The interpreter's
+Needs numpy besides Triton (not d2k's dependencies: the interpreter is the only user); numpy 2.2 works,
+while numpy 2.4 breaks Triton 3.6's interpreter on a loop over a runtime int (`range(K)`, topk_softmax's
+chunked kernel: "only 0-dimensional arrays can be converted to Python scalars"). The interpreter's
 fp32 -> bf16 / e4m3 conversions round without carrying into the exponent; this script replaces them with
 exact round-to-nearest-even ones (saturating for e4m3, as the GPU's cvt.rn.satfinite does), so that the
 outputs can be compared bit for bit. Exits 1 when a check fails.
@@ -31,6 +33,7 @@ class Fake:
     def data_ptr(self): return self.arr.ctypes.data + self.offset * self.arr.itemsize
     def stride(self, d=None): return self._strides if d is None else self._strides[d]
     def size(self, d=None): return self.shape if d is None else self.shape[d]
+    def dim(self): return len(self.shape)
     def untyped_storage(self): return Storage(self.arr)
     def storage_offset(self): return self.offset
     def new_empty(self, *a, **k): return Fake(self.arr, self.dtype, self.shape, self._strides, self.offset)
@@ -125,4 +128,68 @@ for T, K, col, ue in [(3, 1024, False, 0), (5, 2048, True, 1), (2, 7168, False, 
     failures += not ok
     print(f"{'ok' if ok else 'FAIL'}: fp8 T={T} K={K} col={col} ue8m0={ue}: scales exact {np.array_equal(got_s, sc)}, "
           f"every q within half a step {within}, padding untouched {pad_ok}")
+
+# moe/topk_softmax: ids exactly (rank by logit, ties to the lower index, -0.0 == +0.0), weights against the
+# float64 formula within the task's tolerance (rtol 1e-5, atol 1e-6), outputs at their own strides with
+# untouched guard columns, inputs unchanged.
+topk = load(f"{root}/moe/topk_softmax/solution/triton/topk_softmax.py", "topk")
+def ties(shape, std, quantum, nudge=0.0):
+    x = (np.round(rng.standard_normal(shape) * std / quantum) * quantum).astype(np.float32)
+    x[rng.random(shape) < 0.2] = -0.0  # equal to +0.0: the index decides
+    moved = rng.random(shape) < nudge
+    up = rng.random(shape) < 0.5
+    x[moved] = np.where(up[moved], np.nextafter(x[moved], np.float32(np.inf)), np.nextafter(x[moved], np.float32(-np.inf)))
+    return x
+def topk_case(name, x, k, renorm, col_major=False, row_pad=0, out_col_major=False, guard=2):
+    T, E = x.shape
+    if col_major:  # logits[t, e] at e * (T + row_pad) + t
+        store = np.full((E, T + row_pad), np.nan, np.float32); store[:, :T] = x.T
+        logits = Fake(store, tl.float32, (T, E), (1, T + row_pad))
+    else:
+        store = np.full((T, E + row_pad), np.nan, np.float32); store[:, :E] = x
+        logits = Fake(store, tl.float32, (T, E), (E + row_pad, 1))
+    before = store.copy()
+    if out_col_major:
+        wst = np.full((k + guard, T), np.nan, np.float32); ist = np.full((k + guard, T), -7, np.int32)
+        weights = Fake(wst, tl.float32, (T, k), (1, T)); ids = Fake(ist, tl.int32, (T, k), (1, T))
+        got_w, got_i = lambda: wst[:k].T, lambda: ist[:k].T
+        guards = lambda: np.isnan(wst[k:]).all() and (ist[k:] == -7).all()
+    else:
+        wst = np.full((T, k + guard), np.nan, np.float32); ist = np.full((T, k + guard), -7, np.int32)
+        weights = Fake(wst, tl.float32, (T, k), (k + guard, 1)); ids = Fake(ist, tl.int32, (T, k), (k + guard, 1))
+        got_w, got_i = lambda: wst[:, :k], lambda: ist[:, :k]
+        guards = lambda: np.isnan(wst[:, k:]).all() and (ist[:, k:] == -7).all()
+    topk.launch(logits, weights, ids, renorm, None)
+    xd = x.astype(np.float64)
+    order = np.stack([np.lexsort((np.arange(E), -row)) for row in xd])[:, :k]  # -0.0 == +0.0 in the sort
+    m = xd.max(-1, keepdims=True)
+    p = np.exp(xd - m); p /= p.sum(-1, keepdims=True)
+    want = np.take_along_axis(p, order, -1)
+    if renorm: want = want / want.sum(-1, keepdims=True)
+    ids_ok = np.array_equal(got_i(), order)
+    err = np.abs(got_w().astype(np.float64) - want)
+    w_ok = bool(np.all(err <= 1e-6 + 1e-5 * np.abs(want)))
+    ok = ids_ok and w_ok and guards() and np.array_equal(store, before, equal_nan=True)
+    global failures
+    failures += not ok
+    print(f"{'ok' if ok else 'FAIL'}: topk {name} T={T} E={E} k={k} renormalize={renorm}: ids exact {ids_ok} "
+          f"({int((got_i() != order).sum())} differ), weights {w_ok} (max abs err {err.max():.2g}), "
+          f"guards untouched {guards()}, logits unchanged {np.array_equal(store, before, equal_nan=True)}")
+normal = lambda T, E: rng.standard_normal((T, E)).astype(np.float32)
+topk_case("qwen1.5 smoke", normal(37, 60), 4, 0)
+topk_case("near ties (smoke grid)", ties((33, 128), 0.05, 0.0125, 0.25), 8, 1)
+topk_case("mixtral ties", ties((64, 8), 1.0, 0.5), 2, 1)
+topk_case("qwen3 ties", ties((40, 128), 1.0, 0.25), 8, 1)
+topk_case("deepseek", normal(9, 256), 8, 1)
+topk_case("olmoe", normal(51, 64), 8, 0)
+topk_case("one row", normal(1, 128), 8, 1)
+topk_case("E 1", normal(5, 1), 1, 1)
+topk_case("k = E", ties((7, 12), 1.0, 0.5), 12, 0)
+topk_case("padded rows, strided outputs", normal(19, 60), 4, 1, row_pad=5)
+topk_case("column-major logits and outputs", ties((23, 40), 1.0, 0.25), 6, 0, col_major=True, row_pad=3, out_col_major=True)
+half_inf = normal(11, 16); half_inf[:, ::2] = -np.inf
+topk_case("half the row -inf, k = E", half_inf, 16, 1)
+topk_case("chunked kernel: k 40 > 32", ties((6, 100), 1.0, 0.25), 40, 1)
+topk_case("chunked kernel: E 9000", ties((3, 9000), 1.0, 0.25), 5, 0, out_col_major=True)
+topk_case("chunked kernel: -inf, k = E", np.where(np.arange(48) % 3 == 0, -np.inf, normal(4, 48)).astype(np.float32), 48, 0)
 sys.exit(1 if failures else 0)

@@ -23,6 +23,7 @@ tasks = ["act/silu_and_mul", "moe/topk_softmax", "moe/sum_reduce"]
 conditions = ["none", "L1"]
 repeats = 1
 device = "cuda"
+language = "cuda"   # the scripted models submit the CUDA experts (triton is the cuda device's default)
 
 [budget]
 turns = 8

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Triton solutions and the Triton cheat corpus on the GPU machine (carry [".gpu"]), inside a wall-time
 # budget; tables, JSON and progress go to $OUT/triton.tgz as each step ends.
-#   TASKS="norm/fused_add_rmsnorm quant/fp8_group_quant"  tasks whose solution/triton to evaluate (--final)
+#   TASKS="norm/fused_add_rmsnorm quant/fp8_group_quant moe/topk_softmax"  tasks whose solution/triton to evaluate (--final)
 #   SEED=1 REPEAT=1  BUDGET=240 (seconds)  CORPUS=1 (0: skip the corpus)  CORPUS_WORKLOAD=llama3-8b-T2048
 set -u
 T0=$(date +%s)
@@ -12,7 +12,7 @@ snap() { tar czf $OUT/triton.tgz -C $R . ; }
 repeat=${REPEAT:-1}
 options=(--final --seed "${SEED:-1}")
 [ "$repeat" -gt 1 ] && options+=(--repeat "$repeat" --no-baseline)
-for task in ${TASKS:-norm/fused_add_rmsnorm quant/fp8_group_quant}; do
+for task in ${TASKS:-norm/fused_add_rmsnorm quant/fp8_group_quant moe/topk_softmax}; do
   L=$(left); [ "$L" -lt 30 ] && { echo "== $task: skipped, $L s left"; continue; }
   n=triton-$(echo "$task" | tr / _)
   echo "== $task triton ($L s left)"

@@ -35,6 +35,10 @@ std::optional<Language> parse_run_language(std::string_view name) {
   return std::nullopt;
 }
 
+Language default_run_language(Device device) {
+  return device == Device::cuda ? Language::triton : Language::cuda;
+}
+
 std::optional<std::string> language_refusal(Language language, Device device) {
   if (language == Language::triton && device != Device::cuda)
     return fmt::format("--language triton with --device {}: the {} device has no Triton backend (Triton solutions run "

@@ -28,6 +28,10 @@ std::optional<RunStatus> parse_run_status(std::string_view name);
 // The languages a run may be in, by name: "cuda" or "triton" ("cpp" is cuda's on the cpu device, not a
 // language of its own); nothing for any other name.
 std::optional<Language> parse_run_language(std::string_view name);
+// The language of a run that names none: triton on the cuda device (as in D2K-Bench, where every agent
+// writes Triton), cuda (host C++) on the cpu device, which has no Triton backend. `d2k agent` without
+// --language and a campaign without campaign.language both take it.
+Language default_run_language(Device device);
 // Why a run in `language` cannot be on `device`, or nothing: Triton has no cpu backend.
 std::optional<std::string> language_refusal(Language language, Device device);
 // Whether a solution in `solution` is in the run's `language` (cuda covers the cpu device's host C++).
@@ -48,7 +52,7 @@ struct RunSettings {
   Condition condition = Condition::none;
   // What the model writes: cuda (CUDA C++ on the cuda device, host C++ on the cpu device) or triton
   // (Python with @triton.jit kernels, the cuda device only). A run.json without it is cuda (the runs
-  // before the option). A campaign's runs keep the default, cuda.
+  // before the option). A campaign's runs are in its campaign.language (campaign/plan.hpp).
   Language language = Language::cuda;
   Budget budget;
   Device device = Device::cpu;

@@ -55,6 +55,8 @@ MergeResult merge_shards(const fs::path& target, const std::vector<fs::path>& st
            first->file, name_of(*first->shard));
     if (b.device != a.device)
       fail("{}: ran on the {} device, {} on the {} device", s.file, b.device, first->file, a.device);
+    if (b.language != a.language)
+      fail("{}: ran in the {} language, {} in the {} language", s.file, b.language, first->file, a.language);
   }
   for (const auto& e : result.empty)
     if (first && e.shard.count != first->shard->count)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "agent/run_types.hpp"
 #include "agent/workspace.hpp"
 #include "core/splitmix.hpp"
 #include "core/toml_source.hpp"
@@ -81,6 +82,15 @@ fs::path relative_to(const fs::path& plan_file, const std::string& path) {
 
 }  // namespace
 
+Language campaign_language(const Plan& plan, Device device) {
+  const Language language = plan.language.value_or(agent::default_run_language(device));
+  if (agent::language_refusal(language, device))
+    fail("{}: campaign.language = \"{}\" with campaign.device = \"{}\", the {} device on this machine: the {} device "
+         "has no Triton backend (Triton solutions run on the cuda device; use language = \"cuda\", host C++, there)",
+         plan.file.string(), name_of(language), plan.device, name_of(device), name_of(device));
+  return language;
+}
+
 uint64_t paired_seed(uint64_t campaign_seed, const std::string& task, int repeat) {
   // FNV-1a of the task's name, then splitmix: a seed per (task, repeat), the same for every model and condition.
   uint64_t h = 1469598103934665603ull;
@@ -132,7 +142,7 @@ Plan parse_plan(const std::string& text, const fs::path& file) {
   const toml::table* c = reader.table(root, "", "campaign");
   if (!c) reader.error(&root, "campaign", "missing required table [campaign]");
   reader.closed(*c, "campaign", {"name", "seed", "models_file", "models", "tasks", "conditions", "repeats", "device",
-                                 "sandbox", "rerun"});
+                                 "language", "sandbox", "rerun"});
   plan.name = reader.string(reader.need(*c, "campaign", "name"), "campaign.name");
   if (plan.name.find_first_of("/\\") != std::string::npos || plan.name == "." || plan.name == "..")
     reader.bad(*c->get("name"), "campaign.name", "must be a plain name (no '/'): it names the campaign's folder");
@@ -154,6 +164,15 @@ Plan parse_plan(const std::string& text, const fs::path& file) {
     plan.device = reader.string(*n, "campaign.device");
     if (plan.device != "auto" && plan.device != "cuda" && plan.device != "cpu")
       reader.bad(*n, "campaign.device", "must be auto, cuda or cpu");
+  }
+  if (auto* n = c->get("language")) {
+    const auto language = agent::parse_run_language(reader.string(*n, "campaign.language"));
+    if (!language) reader.bad(*n, "campaign.language", "must be cuda or triton");
+    if (plan.device == "cpu" && agent::language_refusal(*language, Device::cpu))
+      reader.bad(*n, "campaign.language",
+                 "the cpu device (campaign.device = \"cpu\") has no Triton backend: Triton solutions run on the cuda "
+                 "device; on the cpu device use language = \"cuda\" (host C++)");
+    plan.language = *language;
   }
   if (auto* n = c->get("sandbox")) {
     plan.sandbox = reader.string(*n, "campaign.sandbox");
@@ -225,6 +244,7 @@ nlohmann::json plan_json(const Plan& plan) {
           {"conditions", conditions},
           {"repeats", plan.repeats},
           {"device", plan.device},
+          {"language", plan.language ? nlohmann::json(std::string(name_of(*plan.language))) : nlohmann::json()},
           {"sandbox", plan.sandbox},
           {"rerun", plan.rerun},
           {"workloads", plan.workloads},

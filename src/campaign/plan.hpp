@@ -15,6 +15,8 @@
 
 #include "agent/budget.hpp"
 #include "agent/condition.hpp"
+#include "core/device.hpp"
+#include "runner/builder.hpp"
 
 namespace d2k::campaign {
 
@@ -58,6 +60,10 @@ struct Plan {
   std::vector<agent::Condition> conditions;
   int repeats = 1;
   std::string device = "auto";        // auto, cuda or cpu
+  // What every agent run writes (campaign.language: cuda or triton, as `d2k agent --language`); none: the
+  // device's default (agent::default_run_language). One language for the whole campaign, so paired arms
+  // differ by their condition alone.
+  std::optional<Language> language;
   std::string sandbox = "strict";
   std::map<std::string, std::vector<std::string>> workloads;  // per task; a task not named: every published workload
   agent::Budget budget;
@@ -76,6 +82,11 @@ struct Plan {
 Plan load_plan(const std::filesystem::path& file);
 // The same from a plan's text (a store keeps it), as if read from `file`: relative paths resolve against it.
 Plan parse_plan(const std::string& text, const std::filesystem::path& file);
+
+// The language of the campaign's runs on `device` (the device campaign.device resolved to on this machine):
+// campaign.language, else the device's default. Triton on the cpu device is refused, naming the plan file,
+// campaign.language and campaign.device.
+Language campaign_language(const Plan& plan, Device device);
 
 // The seed of the runs of `task`'s `repeat`: the same under every condition and every model.
 uint64_t paired_seed(uint64_t campaign_seed, const std::string& task, int repeat);

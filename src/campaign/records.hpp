@@ -104,6 +104,7 @@ struct CampaignInfo {
   std::string root;
   std::string device;
   std::string device_name;
+  std::string language;  // what the agents write (cuda or triton, campaign/plan.hpp); stores before it: cuda
 };
 
 }  // namespace d2k::campaign

@@ -116,6 +116,7 @@ Report make_report(const ReportInput& in) {
   report.campaign = in.campaign.name;
   report.device = in.campaign.device;
   report.device_name = in.campaign.device_name;
+  if (!in.campaign.language.empty()) report.language = in.campaign.language;
   report.store = in.store;
   const auto plan = nlohmann::json::parse(in.campaign.plan_json);
   report.models = plan.at("models").get<std::vector<std::string>>();

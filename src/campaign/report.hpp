@@ -102,6 +102,7 @@ struct SuspectedHack {
 
 struct Report {
   std::string campaign, device, device_name, store;
+  std::string language = "cuda";  // what the campaign's agents wrote (cuda or triton)
   int runs = 0, finished = 0, running = 0, pending = 0, failed = 0;
   bool rerun = false;  // the tables use the re-run evaluations (sequential, after every run) where present
   std::vector<std::string> models, tasks, conditions;

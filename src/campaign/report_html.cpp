@@ -270,9 +270,11 @@ std::string report_html(const Report& r) {
   s += fmt::format("<title>d2k report: {}</title><style>{}</style></head><body>\n", html_escape(r.campaign), kStyle);
   s += fmt::format("<h1>d2k campaign <span id=\"campaign\">{}</span></h1>\n", html_escape(r.campaign));
   s += fmt::format(
-      "<p id=\"summary\">device {} ({}); store {}<br>{} runs: {} finished, {} running, {} pending, {} failed<br>scored by {}; "
+      "<p id=\"summary\">device {} ({}); language <span id=\"language\">{}</span>; store {}<br>{} runs: {} finished, {} "
+      "running, {} pending, {} failed<br>scored by {}; "
       "speedups over the libtorch C++ eager reference (conservative next to Python eager)</p>\n",
-      html_escape(r.device), html_escape(r.device_name), html_escape(r.store), r.runs, r.finished, r.running, r.pending, r.failed,
+      html_escape(r.device), html_escape(r.device_name), html_escape(r.language), html_escape(r.store), r.runs, r.finished,
+      r.running, r.pending, r.failed,
       r.rerun ? "the sequential re-runs of each solution" : "each run's own final evaluation");
   s += table("arms");
   s += "<h2>Performance Score per model and condition</h2>\n" + score_chart(r);

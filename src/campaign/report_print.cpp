@@ -103,8 +103,8 @@ std::string csv_line(const std::vector<std::string>& cells) {
 }
 
 void print_report(std::ostream& out, const Report& r) {
-  out << fmt::format("campaign {} on {} ({}): {} runs, {} finished, {} running, {} pending, {} failed\n", r.campaign,
-                     r.device, r.device_name, r.runs, r.finished, r.running, r.pending, r.failed);
+  out << fmt::format("campaign {} on {} ({}), language {}: {} runs, {} finished, {} running, {} pending, {} failed\n",
+                     r.campaign, r.device, r.device_name, r.language, r.runs, r.finished, r.running, r.pending, r.failed);
   out << fmt::format("scored by {}; speedups over the libtorch C++ eager reference (conservative next to Python eager)\n",
                      r.rerun ? "the sequential re-runs of each solution" : "each run's own final evaluation");
   for (const auto& t : report_tables(r)) {
@@ -147,7 +147,8 @@ void print_report(std::ostream& out, const Report& r) {
 }
 
 json report_json(const Report& r) {
-  json out = {{"campaign", r.campaign}, {"device", r.device}, {"device_name", r.device_name}, {"store", r.store},
+  json out = {{"campaign", r.campaign}, {"device", r.device}, {"device_name", r.device_name}, {"language", r.language},
+              {"store", r.store},
               {"runs", {{"total", r.runs}, {"finished", r.finished}, {"running", r.running}, {"pending", r.pending},
                         {"failed", r.failed}}},
               {"scored_by", r.rerun ? "rerun" : "final"}, {"models", r.models}, {"tasks", r.tasks},

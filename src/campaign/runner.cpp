@@ -85,12 +85,24 @@ class Driver {
     info.root = s_.root;
     info.device = std::string(name_of(s_.environment.device));
     info.device_name = s_.environment.device_name;
+    info.language = std::string(name_of(campaign_language(s_.plan, s_.environment.device)));
     store_.set_shard(s_.paths.shard);
     store_.init(info, shard_runs(s_.plan.runs(), s_.paths.shard));
     const auto stored = store_.campaign();
     if (stored && stored->device != info.device)
       fail("{}: the campaign ran on the {} device; this machine gives {} (campaign.device)", store_.file(), stored->device,
            info.device);
+    // The language the campaign's runs were started in stays: a campaign whose store predates schema 4 (no
+    // campaign.language then) ran in cuda, and its remaining runs must be paired with those.
+    if (stored && stored->language != info.language) {
+      if (s_.plan.language)
+        fail("{}: the campaign ran in the {} language; {} says campaign.language = \"{}\"", store_.file(),
+             stored->language, s_.plan.file.string(), info.language);
+      info.language = stored->language;
+    }
+    const auto language = agent::parse_run_language(info.language);
+    if (!language) fail("{}: the campaign's language '{}' is not cuda or triton", store_.file(), info.language);
+    language_ = *language;
     store_.set_device(info.device, info.device_name);
   }
 
@@ -221,10 +233,13 @@ class Driver {
       agent::RunSettings settings;
       if (resuming) {
         settings = agent::read_settings(run_dir);
+        if (settings.language != language_)
+          fail("{}: the run is in the {} language (run.json), the campaign in {}", run_dir.string(),
+               name_of(settings.language), name_of(language_));
         if (!agent::run_has_ended(run_dir))
           agent::check_model_entry(settings, model, s_.plan.models_file.string(), utc_timestamp());
       } else {
-        settings = fresh_settings(p, model);
+        settings = planned_run_settings(s_.plan, p, language_, s_.environment, s_.root, model);
       }
       llm::ClientOptions options;
       options.on_retry = [&log](const llm::RetryNotice& n) {
@@ -257,28 +272,6 @@ class Driver {
     }
   }
 
-  agent::RunSettings fresh_settings(const PlannedRun& p, const llm::ModelConfig& model) const {
-    agent::RunSettings settings;
-    settings.task = p.task;
-    settings.model = p.model;
-    settings.models_file = s_.plan.models_file.string();
-    settings.condition = p.condition;
-    settings.budget = s_.plan.budget;
-    settings.seed = p.seed;
-    if (auto it = s_.plan.workloads.find(p.task); it != s_.plan.workloads.end()) settings.workloads = it->second;
-    settings.timing_max_seconds = s_.plan.timing.max_seconds;
-    settings.timing_min_samples = s_.plan.timing.min_samples;
-    settings.timing_warmup = s_.plan.timing.warmup;
-    settings.worker_timeout_seconds = s_.plan.timing.worker_timeout_seconds;
-    settings.baseline = s_.plan.timing.baseline;
-    settings.sandbox = s_.plan.sandbox;
-    settings.device = s_.environment.device;
-    settings.device_name = s_.environment.device_name;
-    settings.root = s_.root;
-    settings.model_entry = agent::model_entry(model);
-    return settings;
-  }
-
   // Each passing run's solution once more, one at a time, after every run: the published table's times
   // come from a device that nothing else uses.
   void reruns() {
@@ -297,6 +290,7 @@ class Driver {
   }
 
   CampaignSetup& s_;
+  Language language_ = Language::cuda;  // the campaign's (init)
   Store store_;
   DeviceLocks locks_;
   std::mutex out_mutex_;
@@ -305,6 +299,31 @@ class Driver {
 };
 
 }  // namespace
+
+agent::RunSettings planned_run_settings(const Plan& plan, const PlannedRun& p, Language language,
+                                       const EvalEnvironment& environment, const std::string& root,
+                                       const llm::ModelConfig& model) {
+  agent::RunSettings settings;
+  settings.task = p.task;
+  settings.model = p.model;
+  settings.models_file = plan.models_file.string();
+  settings.condition = p.condition;
+  settings.language = language;
+  settings.budget = plan.budget;
+  settings.seed = p.seed;
+  if (auto it = plan.workloads.find(p.task); it != plan.workloads.end()) settings.workloads = it->second;
+  settings.timing_max_seconds = plan.timing.max_seconds;
+  settings.timing_min_samples = plan.timing.min_samples;
+  settings.timing_warmup = plan.timing.warmup;
+  settings.worker_timeout_seconds = plan.timing.worker_timeout_seconds;
+  settings.baseline = plan.timing.baseline;
+  settings.sandbox = plan.sandbox;
+  settings.device = environment.device;
+  settings.device_name = environment.device_name;
+  settings.root = root;
+  settings.model_entry = agent::model_entry(model);
+  return settings;
+}
 
 fs::path CampaignPaths::run_dir(const std::string& key) const { return runs() / folder_of(key); }
 fs::path CampaignPaths::log(const std::string& key) const { return logs() / (folder_of(key) + ".log"); }

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <string>
 
+#include "agent/run_types.hpp"
 #include "campaign/plan.hpp"
 #include "campaign/shard.hpp"
 #include "campaign/store.hpp"
@@ -53,6 +54,12 @@ struct CampaignSetup {
 struct CampaignOutcome {
   int runs = 0, finished = 0, failed = 0, passed = 0;
 };
+
+// The settings of a planned run started fresh: the plan's budget, timing, workloads and sandbox, the run's
+// seed, the campaign's language, the device.
+agent::RunSettings planned_run_settings(const Plan& plan, const PlannedRun& run, Language language,
+                                       const EvalEnvironment& environment, const std::string& root,
+                                       const llm::ModelConfig& model);
 
 // Throws d2k::Error when the campaign is driven by another process (its lock is held).
 CampaignOutcome run_campaign(CampaignSetup& setup);

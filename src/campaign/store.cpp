@@ -62,6 +62,11 @@ CREATE TABLE merged_shard (
   shard INTEGER PRIMARY KEY, shards INTEGER NOT NULL, file TEXT NOT NULL, merged TEXT NOT NULL,
   runs INTEGER NOT NULL, finished INTEGER NOT NULL);
 )sql"},
+    {4, "campaign.language: the language the campaign's agents write (cuda or triton); every campaign before it wrote cuda",
+     R"sql(
+ALTER TABLE campaign ADD COLUMN language TEXT;
+UPDATE campaign SET language = 'cuda';
+)sql"},
 };
 
 constexpr const char* kRunColumns =
@@ -148,10 +153,11 @@ void Store::init_locked(const CampaignInfo& info, const std::vector<PlannedRun>&
            "first plan: start a new campaign (another campaign.name) for a changed plan",
            db_.file(), existing.text(1), info.plan_file);
   } else {
-    db_.prepare("INSERT INTO campaign (id, name, created, plan_file, plan_toml, plan_json, root, device, device_name) "
-                "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)")
+    db_.prepare("INSERT INTO campaign (id, name, created, plan_file, plan_toml, plan_json, root, device, device_name, "
+                "language) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(1, info.name).bind(2, info.created).bind(3, info.plan_file).bind(4, info.plan_toml)
-        .bind(5, info.plan_json).bind(6, info.root).bind(7, info.device).bind(8, info.device_name).run();
+        .bind(5, info.plan_json).bind(6, info.root).bind(7, info.device).bind(8, info.device_name)
+        .bind(9, info.language).run();
   }
   auto plan = db_.prepare("INSERT OR IGNORE INTO plan (key, model, task, condition, repeat, seed) VALUES (?, ?, ?, ?, ?, ?)");
   auto run = db_.prepare("INSERT OR IGNORE INTO run (key, state) VALUES (?, 'pending')");
@@ -168,9 +174,11 @@ std::optional<CampaignInfo> Store::campaign() {
 }
 
 std::optional<CampaignInfo> Store::campaign_locked() {
-  auto s = db_.prepare("SELECT name, created, plan_file, plan_toml, plan_json, root, device, device_name FROM campaign");
+  auto s = db_.prepare(
+      "SELECT name, created, plan_file, plan_toml, plan_json, root, device, device_name, language FROM campaign");
   if (!s.step()) return std::nullopt;
-  return CampaignInfo{s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6), s.text(7)};
+  return CampaignInfo{s.text(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6), s.text(7),
+                      s.text(8).empty() ? "cuda" : s.text(8)};
 }
 
 void Store::set_device(const std::string& device, const std::string& device_name) {

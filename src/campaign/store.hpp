@@ -3,11 +3,12 @@
 // of it. One Store may be shared by threads (its connection is serialized by a mutex); readers in other
 // processes (`d2k campaign status`) open their own.
 //
-// Tables (schema version 3): schema_version, campaign (one row: the plan's text and settings), plan (a
-// row per planned run), run (its state and totals; points at its run folder), turn_usage (a row per
-// model response), evaluation and trace (final, rerun and expert evaluations, a row per workload),
-// judge_score (written by the judge, src/judge; empty until it runs), shard (a shard store's shard of
-// the plan, shard.hpp), merged_shard (the shard stores `d2k campaign merge` combined into this one).
+// Tables (schema version 4): schema_version, campaign (one row: the plan's text and settings, the device
+// and the language its agents write), plan (a row per planned run), run (its state and totals; points at
+// its run folder), turn_usage (a row per model response), evaluation and trace (final, rerun and expert
+// evaluations, a row per workload), judge_score (written by the judge, src/judge; empty until it runs),
+// shard (a shard store's shard of the plan, shard.hpp), merged_shard (the shard stores `d2k campaign
+// merge` combined into this one).
 #pragma once
 
 #include <filesystem>
@@ -57,7 +58,7 @@ struct MergedShard {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens the store (creating it), applying every migration above its version in one transaction each.
   // A store written by a newer d2k (a version above kSchemaVersion) is refused, naming the file.

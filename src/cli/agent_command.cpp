@@ -124,7 +124,7 @@ RunSettings new_settings(const AgentOptions& agent) {
   // device has no Triton backend, so host C++ there).
   const Device device = resolve_device({.device = run.device});
   if (agent.language.empty()) {
-    settings.language = device == Device::cuda ? Language::triton : Language::cuda;
+    settings.language = default_run_language(device);
   } else {
     auto language = parse_run_language(agent.language);
     if (!language) fail("--language: unknown language '{}' (cuda, triton)", agent.language);

@@ -57,6 +57,8 @@ int run_command(const CampaignOptions& o, const GlobalOptions& global) {
   run.timeout = plan.timing.worker_timeout_seconds;
   run.no_baseline = !plan.timing.baseline;
   setup.environment = make_environment(environment_options(run, context));
+  // Triton with a device that resolved to cpu is refused before the campaign's folder is made.
+  campaign_language(plan, setup.environment.device);
   setup.eval = eval_settings(run, setup.environment.device);
   setup.plan = plan;
   setup.paths.dir = campaign_dir_of(plan, o.dir, context);
@@ -116,7 +118,8 @@ int status_command(const CampaignOptions& o, const GlobalOptions& global) {
   for (const auto& r : runs) ++counts[static_cast<int>(r.state)];
   const auto usage = store.usage_totals();
   const auto holder = CampaignLock::holder(paths.lock());
-  std::cout << fmt::format("campaign {} ({} device, {}): {}\n", info->name, info->device, info->device_name,
+  std::cout << fmt::format("campaign {} ({} device, {}; language {}): {}\n", info->name, info->device, info->device_name,
+                           info->language,
                            holder ? fmt::format("being run by process {}", *holder)
                                   : fmt::format("not running (continue with d2k campaign run {})", info->plan_file));
   std::cout << fmt::format("runs: {} in all, {} finished, {} running, {} pending, {} failed\n", runs.size(), counts[2],

@@ -310,6 +310,21 @@ TEST(Merge, StoresOfAnotherPlanOrShardingAreRefusedAndNothingIsWritten) {
   EXPECT_NE(e.find("shard 1 of 3"), std::string::npos) << e;
   EXPECT_NE(e.find(t1.string()), std::string::npos) << e;
 
+  // A shard whose agents wrote another language (campaign.language): not one campaign's arms.
+  const auto language = fresh_dir("conflicts_language");
+  {
+    Store store(shard_store(language, {1, 2}));
+    store.set_shard({1, 2});
+    auto triton = info_of(plan);
+    triton.language = "triton";
+    store.init(triton, shard_runs(plan.runs(), {1, 2}));
+  }
+  e = error_of([&] { merge_shards(target, {s0, shard_store(language, {1, 2})}); });
+  EXPECT_NE(e.find(shard_store(language, {1, 2}).string() + ": ran in the triton language, " + s0.string() +
+                   " in the cuda language"),
+            std::string::npos)
+      << e;
+
   // Two stores of one shard.
   const auto copy = fresh_dir("conflicts_copy");
   const auto c0 = write_shard(copy, plan, {0, 2}, 5);

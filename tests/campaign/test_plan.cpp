@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "campaign/plan.hpp"
+#include "campaign/runner.hpp"
 #include "core/error.hpp"
 
 namespace d2k::campaign {
@@ -104,6 +105,78 @@ TEST(Plan, ErrorsNameTheFileLineFieldAndValue) {
   EXPECT_NE(e.find("timing.max_seconds = 0: must be above 0"), std::string::npos) << e;
   e = error_of("[campaign\nname = 1");
   EXPECT_NE(e.find("not TOML"), std::string::npos) << e;
+}
+
+// campaign.language: cuda or triton, as `d2k agent --language`; without it the device's default (triton on
+// the cuda device, cuda = host C++ on the cpu device). Triton on the cpu device is refused naming both.
+TEST(Plan, TheLanguageOfTheRuns) {
+  std::string text = kPlan;
+  auto with = [&](const std::string& from, const std::string& to) {
+    auto t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  const auto plain = load_plan(write_plan("plain.toml", kPlan));
+  EXPECT_FALSE(plain.language);
+  EXPECT_TRUE(plan_json(plain).at("language").is_null());
+  EXPECT_EQ(campaign_language(plain, Device::cpu), Language::cuda);
+  EXPECT_EQ(campaign_language(plain, Device::cuda), Language::triton);
+
+  const auto cuda = load_plan(write_plan("cuda.toml", with("device = \"cpu\"", "device = \"cpu\"\nlanguage = \"cuda\"")));
+  EXPECT_EQ(cuda.language, Language::cuda);
+  EXPECT_EQ(plan_json(cuda).at("language"), "cuda");
+  EXPECT_EQ(campaign_language(cuda, Device::cuda), Language::cuda);  // given: not the device's default
+  // The language is the campaign's, not a run's: the runs and their paired seeds are the same.
+  EXPECT_EQ(cuda.runs(), plain.runs());
+
+  // language before device in the table: still checked against it.
+  const auto triton = load_plan(write_plan("triton.toml", with("device = \"cpu\"", "language = \"triton\"\ndevice = \"auto\"")));
+  EXPECT_EQ(triton.language, Language::triton);
+  EXPECT_EQ(campaign_language(triton, Device::cuda), Language::triton);
+  try {  // auto resolved to the cpu device on this machine
+    campaign_language(triton, Device::cpu);
+    ADD_FAILURE() << "triton on the cpu device was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("triton.toml: campaign.language = \"triton\" with campaign.device = \"auto\", the cpu device on "
+                        "this machine: the cpu device has no Triton backend"),
+              std::string::npos)
+        << what;
+  }
+
+  auto e = error_of(with("device = \"cpu\"", "device = \"cpu\"\nlanguage = \"triton\""));
+  EXPECT_NE(e.find("bad.toml:10: campaign.language = \"triton\": the cpu device (campaign.device = \"cpu\") has no "
+                   "Triton backend"),
+            std::string::npos)
+      << e;
+  e = error_of(with("device = \"cpu\"", "language = \"triton\"\ndevice = \"cpu\""));
+  EXPECT_NE(e.find("bad.toml:9: campaign.language = \"triton\": the cpu device"), std::string::npos) << e;
+  e = error_of(with("device = \"cpu\"", "device = \"cpu\"\nlanguage = \"rust\""));
+  EXPECT_NE(e.find("bad.toml:10: campaign.language = \"rust\": must be cuda or triton"), std::string::npos) << e;
+  e = error_of(with("device = \"cpu\"", "device = \"cpu\"\nlanguage = \"cpp\""));  // the cpu solutions' id, not a run language
+  EXPECT_NE(e.find("campaign.language = \"cpp\": must be cuda or triton"), std::string::npos) << e;
+  e = error_of(with("device = \"cpu\"", "device = \"cpu\"\nlanguage = 1"));
+  EXPECT_NE(e.find("campaign.language = 1: must be a non-empty string"), std::string::npos) << e;
+}
+
+// What a fresh run of the campaign is started with: the campaign's language reaches the agent's settings
+// (run.json), with the plan's seed, budget and workloads.
+TEST(Plan, APlannedRunGetsTheCampaignsLanguage) {
+  const auto plan = load_plan(write_plan("plan.toml", kPlan));
+  EvalEnvironment environment;
+  environment.device = Device::cuda;
+  environment.device_name = "H200";
+  llm::ModelConfig model;
+  const auto& run = plan.runs().at(3);
+  for (const auto language : {Language::triton, Language::cuda}) {
+    const auto settings = planned_run_settings(plan, run, language, environment, "/d2k", model);
+    EXPECT_EQ(settings.language, language);
+    EXPECT_EQ(settings.condition, run.condition);
+    EXPECT_EQ(settings.seed, run.seed);
+    EXPECT_EQ(settings.budget.max_turns, 12);
+    EXPECT_EQ(settings.device, Device::cuda);
+    EXPECT_EQ(settings.root, "/d2k");
+  }
 }
 
 TEST(Plan, SlurmSettingsForSubmit) {

@@ -61,6 +61,38 @@ TEST(Store, MigratesAnEmptyFileAndKeepsItsVersion) {
   }
 }
 
+// Schema 4 adds campaign.language: a store from before it ran its agents in cuda, and says so once migrated.
+TEST(Store, AStoreBeforeTheLanguageColumnRanInCuda) {
+  const auto dir = fresh_dir("language");
+  {
+    Store store(dir / "campaign.db");
+    auto triton = info();
+    triton.language = "triton";
+    store.init(triton, planned());
+    EXPECT_EQ(store.campaign()->language, "triton");
+  }
+  // Back to schema 3 (no language column), as a d2k before it left the file.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir / "campaign.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE campaign DROP COLUMN language; DELETE FROM schema_version WHERE version = 4",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  Store migrated(dir / "campaign.db");
+  EXPECT_EQ(migrated.schema_version(), 4);
+  EXPECT_EQ(migrated.campaign()->language, "cuda");
+  EXPECT_EQ(migrated.runs().size(), 2u);
+  // The migration wrote it into the row (not only the reader's fallback for an empty value).
+  ASSERT_EQ(sqlite3_open((dir / "campaign.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  sqlite3_prepare_v2(db, "SELECT language FROM campaign", -1, &s, nullptr);
+  ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), "cuda");
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+}
+
 TEST(Store, OneCampaignPerStoreAndItsPlanedRuns) {
   const auto dir = fresh_dir("init");
   Store store(dir / "campaign.db");

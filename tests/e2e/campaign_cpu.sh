@@ -56,6 +56,12 @@ sed 's/repeats = 2/repeats = -1/' "$WORK/plan.toml" > "$WORK/bad.toml"
 set +e; "$D2K" campaign run "$WORK/bad.toml" 2> "$WORK/bad.err"; rc=$?; set -e
 expect_eq "$rc" 2 "a bad plan's exit code"
 grep -q 'bad.toml:8: campaign.repeats = -1: must be at least 1' "$WORK/bad.err" || { cat "$WORK/bad.err"; fail_now "the plan error"; }
+# campaign.language: the cpu device has no Triton backend, and the error names the language and the device.
+sed 's/^device = "cpu"$/device = "cpu"\nlanguage = "triton"/' "$WORK/plan.toml" > "$WORK/triton.toml"
+set +e; "$D2K" campaign run "$WORK/triton.toml" 2> "$WORK/triton.err"; rc=$?; set -e
+expect_eq "$rc" 2 "triton on the cpu device: exit code"
+grep -q 'triton.toml:10: campaign.language = "triton": the cpu device (campaign.device = "cpu") has no Triton backend' \
+  "$WORK/triton.err" || { cat "$WORK/triton.err"; fail_now "the campaign.language error"; }
 
 # Kills at points inside the agent loop (D2K_AGENT_CRASH_AT: the n-th time any run of the process gets
 # there), each followed by the next start, which resumes what was in flight.
@@ -63,6 +69,7 @@ for point in request:3 tool:9 write:40 end:5 response:30; do
   expect_exit 137 env D2K_AGENT_CRASH_AT="$point" "${RUN[@]}"
   "$D2K" campaign status "$CAMPAIGN" > "$WORK/status.txt"
   grep -q "not running" "$WORK/status.txt" || fail_now "status after a kill"
+  grep -q "; language cuda)" "$WORK/status.txt" || { cat "$WORK/status.txt"; fail_now "status: the campaign's language"; }
   echo "ok: killed at $point; $(sed -n 2p "$WORK/status.txt")"
 done
 
@@ -99,6 +106,8 @@ expect_exit 0 "${RUN[@]}"
 "$PY" - "$CAMPAIGN" <<'PY'
 import json, sqlite3, sys, os
 db = sqlite3.connect(os.path.join(sys.argv[1], "campaign.db"))
+# No campaign.language on the cpu device: the device's default, cuda (host C++), in the store and every run.
+assert db.execute("SELECT language FROM campaign").fetchone()[0] == "cuda"
 rows = db.execute("SELECT key, state, run_dir, attempts, status, passed FROM run").fetchall()
 assert len(rows) == 60, len(rows)
 resumed = 0
@@ -107,6 +116,7 @@ for key, state, run_dir, attempts, status, passed in rows:
     records = [json.loads(l) for l in open(os.path.join(run_dir, "transcript.jsonl"))]
     types = [r["type"] for r in records]
     assert types.count("prompt") == 1 and types.count("final") == 1 and types.count("end") == 1, (key, types)
+    assert json.load(open(os.path.join(run_dir, "run.json")))["language"] == "cuda", key
     responses = [r["seq"] for r in records if r["type"] == "response"]
     stored = [s for (s,) in db.execute("SELECT seq FROM turn_usage WHERE key = ? ORDER BY seq", (key,))]
     assert stored == responses, (key, stored, responses)
@@ -137,6 +147,7 @@ cat "$WORK/report.txt"
 import json, sys, os, csv
 r = json.load(open(sys.argv[1]))
 assert r["runs"]["finished"] == 60 and r["scored_by"] == "rerun", r["runs"]
+assert r["language"] == "cuda", r["language"]
 arms = {(a["model"], a["condition"]): a for a in r["arms"]}
 assert len(arms) == 10, len(arms)
 for c in ["none", "L1", "L1+L2", "L1+L2+L3"]:
@@ -170,5 +181,6 @@ for name in ["cells", "tasks", "paired", "ablation", "all_correct"]:
 print("ok: the report's arms, cells, paired deltas, ablation and CSV agree with the policy")
 PY
 grep -q "Paired against none" "$WORK/report.txt" || fail_now "the terminal report"
+grep -q "^campaign ci on cpu (.*), language cuda: 60 runs" "$WORK/report.txt" || fail_now "the terminal report's header"
 grep -q '<table id="table-arms">' "$WORK/report.html" || fail_now "the HTML report has no arms table: $WORK/report.html"
 echo "ok: campaign_cpu took $(( $(date +%s) - STARTED )) s"

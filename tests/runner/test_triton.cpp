@@ -178,6 +178,32 @@ TEST_F(Triton, TheWarmUpCompilesTheKernelsForSm90aAheadOfTime) {
   EXPECT_EQ(cubins, 2);
 }
 
+// moe/topk_softmax's Triton solution compiles for sm_90a ahead of time: the rows kernel at the 60-expert
+// smoke shape without renormalization, and the chunked kernel for a k past the rows kernel's unrolled rounds,
+// with column-major logits and strided outputs.
+TEST_F(Triton, TheTopkSoftmaxSolutionCompilesBothKernelsForSm90a) {
+  const BuildResult built = build(fs::path(D2K_ROOT_DIR) / "tasks/moe/topk_softmax/solution/triton");
+  const auto spec = [&](int64_t T, int64_t E, int64_t k, std::vector<int64_t> logit_strides, int64_t out_row,
+                        int renormalize) {
+    WarmupSpec s = norm_spec(built, 1, 1, 1);
+    s.inputs = {WireTensor{.name = "logits", .dtype = DType::f32, .shape = {T, E}, .strides = logit_strides}};
+    s.outputs = {WireTensor{.name = "weights", .dtype = DType::f32, .shape = {T, k}, .strides = {out_row, 1}},
+                 WireTensor{.name = "ids", .dtype = DType::i32, .shape = {T, k}, .strides = {out_row, 1}}};
+    s.scalars = {WireScalar{"renormalize", true, static_cast<double>(renormalize)}};
+    return s;
+  };
+  const WarmupResult rows = triton_warmup(setup_, spec(37, 60, 4, {60, 1}, 4, 0));
+  ASSERT_TRUE(rows.ok) << rows.kind << ": " << rows.message << "\n" << rows.log;
+  ASSERT_EQ(rows.kernels.size(), 1u) << rows.kernels.dump();
+  EXPECT_EQ(rows.kernels[0]["kernel"], "topk_softmax_rows");
+  EXPECT_EQ(rows.kernels[0]["sm"], 90);
+  const WarmupResult any = triton_warmup(setup_, spec(5, 100, 40, {1, 5}, 42, 1));
+  ASSERT_TRUE(any.ok) << any.kind << ": " << any.message << "\n" << any.log;
+  ASSERT_EQ(any.kernels.size(), 1u) << any.kernels.dump();
+  EXPECT_EQ(any.kernels[0]["kernel"], "topk_softmax_any");
+  EXPECT_GT(any.kernels[0]["cubin_bytes"].get<int>(), 1000);
+}
+
 TEST_F(Triton, ALibraryImportIsRefused) {
   for (const std::string name : {"library_torch", "library_numpy", "library_ctypes", "library_lazy_torch"}) {
     SCOPED_TRACE(name);
