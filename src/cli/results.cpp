@@ -46,9 +46,12 @@ int report_one(const RunOptions& options, const EvalEnvironment& environment, co
 
 int evaluate_and_report(const RunOptions& options, const EvalEnvironment& environment, Evaluator& evaluator,
                         EvalObserver& observer, const std::function<std::vector<Trace>()>& evaluate_once) {
-  if (options.repeat == 1) return report_one(options, environment, evaluate_once());
-  std::vector<std::vector<Trace>> runs;
   const uint64_t first_seed = evaluator.settings().seed;
+  if (options.repeat == 1) {
+    observer.run_started(1, 1, first_seed);
+    return report_one(options, environment, evaluate_once());
+  }
+  std::vector<std::vector<Trace>> runs;
   for (int run = 0; run < options.repeat; ++run) {
     const uint64_t seed = first_seed + static_cast<uint64_t>(run);
     observer.run_started(run + 1, options.repeat, seed);

@@ -39,10 +39,17 @@ void JsonLinesObserver::finished(const WorkloadProgress& at, const Trace& trace)
   auto event = workload_event("finished", at);
   event["status"] = name_of(trace.status);
   event["message"] = trace.message;
+  // What a ledger of seeds needs from a run that may be cut short: which solution, which run's seed,
+  // and the time, line by line (the --json document is written only at the end).
+  event["solution"] = trace.solution;
+  if (seed_) event["seed"] = *seed_;
+  if (trace.performance && trace.performance->solution.median_ms > 0)
+    event["median_ms"] = trace.performance->solution.median_ms;
   write_line(out_, event);
 }
 
 void JsonLinesObserver::run_started(int run, int runs, uint64_t seed) {
+  seed_ = seed;
   write_line(out_, {{"event", "run"}, {"run", run}, {"runs", runs}, {"seed", seed}});
 }
 

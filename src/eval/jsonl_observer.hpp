@@ -3,11 +3,14 @@
 //   {"event":"building","task":"norm/x","solution":"my_kernel"}
 //   {"event":"built","task":"norm/x","ok":true,"seconds":1.2,"cached":false}
 //   {"event":"step","task":"norm/x","workload":"w","index":1,"count":2,"elapsed_seconds":0.1,"step":"oracle"}
+//   {"event":"run","run":1,"runs":3,"seed":5}                          (before each run's workloads)
 //   {"event":"finished","task":"norm/x","workload":"w","index":1,"count":2,"elapsed_seconds":3.4,
-//    "status":"passed","message":""}
-//   {"event":"run","run":1,"runs":3,"seed":5}                          (--repeat)
+//    "status":"passed","message":"","solution":"cuda","seed":5,"median_ms":0.0182}
+// (seed: the run's, as --seed and --repeat give it; median_ms: the solution's, when it was timed)
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 
 #include "eval/observer.hpp"
@@ -25,6 +28,7 @@ class JsonLinesObserver : public EvalObserver {
 
  private:
   std::ostream& out_;
+  std::optional<uint64_t> seed_;  // of the run under way
 };
 
 }  // namespace d2k

@@ -27,7 +27,7 @@ void TextObserver::finished(const WorkloadProgress& at, const Trace& trace) {
 }
 
 void TextObserver::run_started(int run, int runs, uint64_t seed) {
-  out_ << fmt::format("d2k: run {} of {} (seed {})", run, runs, seed) << std::endl;
+  if (runs > 1) out_ << fmt::format("d2k: run {} of {} (seed {})", run, runs, seed) << std::endl;
 }
 
 }  // namespace d2k

@@ -1,6 +1,6 @@
 # Progress and the run summary through the command line: --progress jsonl writes one JSON object per
-# event on stderr (build, steps, each workload's status), none writes no progress, text a line per step;
-# the run summary (passed, total, geomean, throttled, overhead) is the same in the table and in --json.
+# event on stderr (the run and its seed, build, steps, each workload's status, seed and median), none writes
+# no progress, text a line per step; the run summary (passed, total, geomean, throttled, overhead) is the same in the table and in --json.
 source "$(dirname "$0")/lib.bash"
 task=norm/fused_add_rmsnorm
 expert="$D2K_ROOT/tasks/$task/solution/cpu"
@@ -13,12 +13,14 @@ python3 - "$WORK/expert.err" "$WORK/expert.json" "$WORK/expert.txt" <<'PY'
 import json, re, sys
 events = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 kinds = [e["event"] for e in events]
-assert kinds[:2] == ["building", "built"] and events[1]["ok"], events[:2]
+assert kinds[:3] == ["run", "building", "built"] and events[2]["ok"], events[:3]
+assert events[0] == {"event": "run", "run": 1, "runs": 1, "seed": 1}, events[0]  # the default seed
 finished = [e for e in events if e["event"] == "finished"]
-assert [(e["workload"], e["status"], e["index"], e["count"]) for e in finished] == \
-    [("llama3-8b-T1", "passed", 1, 2), ("llama3-8b-T2048", "passed", 2, 2)], finished
+assert [(e["workload"], e["status"], e["index"], e["count"], e["seed"], e["solution"]) for e in finished] == \
+    [("llama3-8b-T1", "passed", 1, 2, 1, "cpu"), ("llama3-8b-T2048", "passed", 2, 2, 1, "cpu")], finished
+assert all(e["median_ms"] > 0 for e in finished), finished
 steps = [e["step"] for e in events if e["event"] == "step"]
-assert "oracle" in steps and all(e["task"] == "norm/fused_add_rmsnorm" for e in events), steps
+assert "oracle" in steps and all(e["task"] == "norm/fused_add_rmsnorm" for e in events[1:]), steps
 text = open(sys.argv[1]).read()
 assert "[1/2]" not in text, "text progress in jsonl mode"
 s = json.load(open(sys.argv[2]))["summary"]

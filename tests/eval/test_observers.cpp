@@ -18,8 +18,8 @@ struct Events {
   Workload workload{.name = "llama-T7"};
   Solution solution{.name = "my_kernel"};
   BuildResult build{.ok = true, .cached = true, .seconds = 1.5};
-  Trace trace{.task = "norm/demo", .workload = "llama-T7", .status = Status::incorrect_numerics,
-              .message = "nmse 0.3 above 1e-5"};
+  Trace trace{.task = "norm/demo", .workload = "llama-T7", .solution = "my_kernel",
+              .status = Status::incorrect_numerics, .message = "nmse 0.3 above 1e-5"};
 
   // Every event an evaluation of one workload reports, in order.
   void play(EvalObserver& observer) const {
@@ -51,7 +51,26 @@ TEST(JsonLinesObserver, OneObjectPerEventAndLine) {
                             {"count", 2}, {"elapsed_seconds", 0.3}, {"step", "oracle"}}));
   EXPECT_EQ(lines[4], (json{{"event", "finished"}, {"task", "norm/demo"}, {"workload", "llama-T7"}, {"index", 1},
                             {"count", 2}, {"elapsed_seconds", 3.5}, {"status", "incorrect_numerics"},
-                            {"message", "nmse 0.3 above 1e-5"}}));
+                            {"message", "nmse 0.3 above 1e-5"}, {"solution", "my_kernel"}, {"seed", 42}}));
+}
+
+// A ledger of seeds reads the finished lines alone (a run cut short writes no --json document): each
+// names the run's seed and, when the solution was timed, its median.
+TEST(JsonLinesObserver, FinishedLinesCarryTheRunsSeedAndTheMedian) {
+  std::ostringstream out;
+  JsonLinesObserver observer(out);
+  Events events;
+  events.trace.status = Status::passed;
+  events.trace.performance = Performance{.solution = TimingSummary{.median_ms = 0.0182}};
+  observer.finished({events.task, events.workload, 1, 1, 0.0}, events.trace);  // before any run: no seed
+  observer.run_started(1, 1, 7);
+  observer.finished({events.task, events.workload, 1, 1, 0.0}, events.trace);
+  const auto lines = lines_of(out.str());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_FALSE(lines[0].contains("seed"));
+  EXPECT_EQ(lines[2]["seed"], 7);
+  EXPECT_EQ(lines[2]["median_ms"], 0.0182);
+  EXPECT_EQ(lines[2]["solution"], "my_kernel");
 }
 
 TEST(JsonLinesObserver, InvalidUtf8InAMessageStillMakesALine) {
@@ -75,6 +94,13 @@ TEST(TextObserver, ALinePerEventForPeople) {
             "norm/demo: build ok in 1.5 s (cached)\n"
             "[1/2] norm/demo llama-T7: oracle (at 0.3 s)\n"
             "[1/2] norm/demo llama-T7: incorrect_numerics in 3.5 s\n");
+}
+
+TEST(TextObserver, ASingleRunSaysNothingOfItsSeed) {
+  std::ostringstream out;
+  TextObserver observer(out);
+  observer.run_started(1, 1, 7);
+  EXPECT_EQ(out.str(), "");
 }
 
 }  // namespace
