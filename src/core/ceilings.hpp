@@ -51,8 +51,8 @@ struct Ceilings {
   std::optional<double> matrix_bound(DType flops_dtype) const;
 
   // The most the memory can move, in 1e9 bytes per second: its peak clock x 2 transfers per clock
-  // (double data rate) x the bus width. H200: 3201 MHz x 2 x 6144 bits = 4917 GB/s (the datasheet's
-  // 4.8 TB/s); the measured read rate is about 90% of it. The measured rate is one streaming kernel's,
+  // (double data rate) x the bus width. H200: 3201 MHz x 2 x 6016 bits = 4814 GB/s (its datasheet's
+  // 4.8 TB/s); the measured read rate is 92-93% of it. The measured rate is one streaming kernel's,
   // so a kernel that reads as well or better can match or beat it by a few percent, never this.
   // None where unknown.
   std::optional<double> memory_bound_gbps() const;

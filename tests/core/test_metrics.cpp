@@ -142,9 +142,9 @@ TEST(Metrics, TheMemoryBoundIsTheBusAtItsPeakClock) {
   Ceilings h200{.copy_gbps = 4207.0, .read_gbps = 4415.0};
   EXPECT_FALSE(h200.memory_bound_gbps().has_value());  // unknown until the device says its clock and bus
   h200.memory_max_mhz = 3201;
-  h200.memory_bus_bits = 6144;
-  // 3201 MHz x 2 transfers x 768 bytes: the datasheet's 4.8 TB/s. H100 SXM (2619 MHz, 5120 bits): 3.35 TB/s.
-  EXPECT_NEAR(*h200.memory_bound_gbps(), 4916.736, 1e-9);
+  h200.memory_bus_bits = 6016;  // what an H200 reported on 2026-12-02
+  // 3201 MHz x 2 transfers x 752 bytes: the datasheet's 4.8 TB/s. H100 SXM (2619 MHz, 5120 bits): 3.35 TB/s.
+  EXPECT_NEAR(*h200.memory_bound_gbps(), 4814.304, 1e-9);
   const Ceilings h100{.memory_max_mhz = 2619, .memory_bus_bits = 5120};
   EXPECT_NEAR(*h100.memory_bound_gbps(), 3352.32, 1e-9);
   // The floor every % of SOL is of stays at the measured rate; only the bound's floor moves.
@@ -153,7 +153,7 @@ TEST(Metrics, TheMemoryBoundIsTheBusAtItsPeakClock) {
   EXPECT_FALSE(below_floor(0.999, 1.0, 0, 4.415e9, h200, DType::bf16, FloorRate::bound).has_value());
   const auto why = below_floor(0.85, 1.0, 0, 4.415e9, h200, DType::bf16, FloorRate::bound);
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("at the device's memory bound of 4917 GB/s: a 6144-bit bus at 3201 MHz"), std::string::npos)
+  EXPECT_NE(why->find("at the device's memory bound of 4814 GB/s: a 6016-bit bus at 3201 MHz"), std::string::npos)
       << *why;
 }
 

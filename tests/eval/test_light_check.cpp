@@ -11,7 +11,7 @@ namespace {
 Ceilings h200() {
   return Ceilings{.copy_gbps = 4207.0, .read_gbps = 4399.0, .bf16_tflops = 780.0, .fp8_tflops = 1494.0,
                   .int8_tops = 1490.0, .sm_count = 132, .sm_max_mhz = 1980, .compute_capability = 90,
-                  .memory_max_mhz = 3201, .memory_bus_bits = 6144};
+                  .memory_max_mhz = 3201, .memory_bus_bits = 6016};
 }
 
 constexpr int kRotated = 4;  // rotation sets: the inputs were cold
@@ -37,7 +37,7 @@ TEST(LightCheck, AGemmFasterThanTheDevicesBoundIsRejected) {
 
 TEST(LightCheck, AMemoryBoundKernelAtTheMeasuredReadRateIsWarnedAboutNotRejected) {
   // moe/sum_reduce deepseek-v3-T8192 on an H200 (2026-12-02, a campaign's expert run): 1057 MB in 0.2391
-  // ms, 100.1% of the 4415 GB/s that machine's read kernel measured; 90% of the bus's 4917 GB/s.
+  // ms, 100.1% of the 4415 GB/s that machine's read kernel measured; 92% of the bus's 4814 GB/s.
   Ceilings measured = h200();
   measured.read_gbps = 4415.0;
   const auto light = faster_than_light(0.2391, 1e6, 1057e6, measured, DType::bf16, Device::cuda, kRotated, kRotationBytes);
@@ -47,11 +47,11 @@ TEST(LightCheck, AMemoryBoundKernelAtTheMeasuredReadRateIsWarnedAboutNotRejected
 }
 
 TEST(LightCheck, AMemoryBoundKernelUnderTheBussBoundIsRejected) {
-  // 1 GB at the bus's 3201 MHz x 2 x 6144 bits = 4917 GB/s takes 0.2034 ms; 0.2 ms is impossible whatever
+  // 1 GB at the bus's 3201 MHz x 2 x 6016 bits = 4814 GB/s takes 0.2077 ms; 0.2 ms is impossible whatever
   // the matrix bound.
   const auto light = faster_than_light(0.2, 1e6, 1e9, h200(), DType::bf16, Device::cuda, kRotated, kRotationBytes);
   ASSERT_TRUE(light.rejected.has_value());
-  EXPECT_NE(light.rejected->find("memory bound of 4917 GB/s: a 6144-bit bus at 3201 MHz"), std::string::npos)
+  EXPECT_NE(light.rejected->find("memory bound of 4814 GB/s: a 6016-bit bus at 3201 MHz"), std::string::npos)
       << *light.rejected;
 }
 
