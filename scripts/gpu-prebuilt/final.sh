@@ -15,7 +15,7 @@ source .gpu/env.sh
 R=/tmp/final-results; rm -rf $R; mkdir -p $R
 snap() { tar czf $OUT/results.tgz -C $R . ; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader | tee $R/gpu.txt
-git log -1 --format=%H > $R/commit.txt 2>/dev/null || true
+cp .gpu/commit.txt $R/commit.txt  # the commit packed (scripts/gpu-pack), not the machine's git metadata
 repeat=${REPEAT:-1}
 options=(--final --seed "${SEED:-1}")
 [ "$repeat" -gt 1 ] && options+=(--repeat "$repeat" --no-baseline)
