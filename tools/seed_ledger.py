@@ -12,8 +12,9 @@ question from all of them.
   seed_ledger.py report [--need N] [--root DIR] [--task T] LEDGER.csv...
       per task, solution and device: the longest run of consecutive seeds on which every workload passed,
       and every failure. With --root, the cuda rows are held to every workload of the task's task.toml
-      (published, hidden and smoke: what `d2k bench` runs on a GPU). With --need, exits 1 unless every
-      task reported has N such seeds.
+      (published, hidden and smoke: what `d2k bench` runs on a GPU), and every task of the repository
+      without a row of its expert on cuda is listed (0 seeds). With --need, exits 1 unless every task
+      reported has N such seeds.
 
 A seed counts for a task only when every workload has a passed row with it and none has a failed one: a
 failure on any workload breaks the run at that seed, whatever else passed.
@@ -62,6 +63,13 @@ def task_workloads(root, task):
         sys.exit(f"seed_ledger: --root: no {path} for task '{task}'")
 
 
+def all_tasks(root):
+    tasks_dir = os.path.join(root, "tasks")
+    return [f"{family}/{name}" for family in os.listdir(tasks_dir) if os.path.isdir(os.path.join(tasks_dir, family))
+            for name in os.listdir(os.path.join(tasks_dir, family))
+            if os.path.isfile(os.path.join(tasks_dir, family, name, "task.toml"))]
+
+
 def read_rows(paths):
     rows = []
     for path in paths:
@@ -104,6 +112,13 @@ def report(args):
     if not groups:
         sys.exit("seed_ledger: no rows" + (f" for {', '.join(args.task)}" if args.task else ""))
     short = []
+    if args.root:
+        seen = {task for task, solution, device in groups if solution == "cuda" and device == "cuda"}
+        for task in sorted(all_tasks(args.root)):
+            if task not in seen and (not args.task or task in args.task):
+                print(f"{task} (cuda, cuda): 0 consecutive seeds: no row in the ledger")
+                if args.need:
+                    short.append(f"{task} (cuda, cuda): 0 of {args.need}")
     for (task, solution, device), group in sorted(groups.items()):
         workloads = sorted({r["workload"] for r in group})
         expected = task_workloads(args.root, task) if args.root and device == "cuda" else workloads

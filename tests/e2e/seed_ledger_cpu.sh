@@ -44,6 +44,13 @@ PY
 "${ledger[@]}" report --root "$D2K_ROOT" "$WORK/cuda.csv" | tee "$WORK/cuda.txt"
 grep -q "moe/sum_reduce (cuda, cuda): 1 consecutive seeds with all 7 workloads passed (seeds 1-1)" "$WORK/cuda.txt"
 echo "ok: a seed that missed a workload does not count"
+# ... and every other task of the repository is listed with no seed, and counts as short with --need.
+grep -q "norm/fused_add_rmsnorm (cuda, cuda): 0 consecutive seeds: no row in the ledger" "$WORK/cuda.txt"
+expect_eq "$(grep -c ': 0 consecutive seeds: no row' "$WORK/cuda.txt")" "$(( $(ls "$D2K_ROOT"/tasks/*/*/task.toml | wc -l) - 1 ))" \
+  "tasks listed without rows"
+expect_exit 1 "${ledger[@]}" report --root "$D2K_ROOT" --need 1 "$WORK/cuda.csv"
+"${ledger[@]}" report --root "$D2K_ROOT" --need 1 --task moe/sum_reduce "$WORK/cuda.csv" > /dev/null
+echo "ok: --task narrows the listing to the task asked for"
 
 # A progress file from before the ledger (finished lines without a seed) is refused, not guessed at.
 grep -v '"event":"run"' "$WORK/run.progress" | sed 's/,"seed":[0-9]*//' > "$WORK/old.progress"
