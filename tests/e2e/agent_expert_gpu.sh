@@ -24,10 +24,7 @@ turns = [{"calls": [("read_file", {"path": "TASK.md"})]}, {"calls": calls}, {"ca
          {"calls": [("benchmark", {})]}, {"calls": [("profile", {})]}, {"calls": [("submit", {})]}]
 json.dump(agent_script.make_script("openai", turns), open(out, "w"))
 PY
-  "$SCRIPTED_SERVER" "$WORK/$name.script.json" "$WORK/$name.requests.jsonl" > "$WORK/$name.port" 2> "$WORK/$name.server.err" &
-  SERVER_PID=$!
-  for _ in $(seq 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.05; done
-  "${AGENT_PY[@]}" models openai "$(head -1 "$WORK/$name.port")" > "$WORK/$name.toml"
+  serve_script "$name" openai
   expect_exit 0 "$D2K" agent --task "$task" --device cuda --language cuda --model scripted --models "$WORK/$name.toml" \
     --condition L1+L2+L3 --runs-dir "$WORK/$name-runs"
   stop_server
@@ -70,10 +67,7 @@ turns = [{"calls": [("read_file", {"path": "TASK.md"})]}, {"calls": calls}, {"ca
          {"calls": [("benchmark", {})]}, {"calls": [("profile", {})]}, {"calls": [("submit", {})]}]
 json.dump(agent_script.make_script("openai", turns), open(out, "w"))
 PY
-  "$SCRIPTED_SERVER" "$WORK/$name.script.json" "$WORK/$name.requests.jsonl" > "$WORK/$name.port" 2> "$WORK/$name.server.err" &
-  SERVER_PID=$!
-  for _ in $(seq 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.05; done
-  "${AGENT_PY[@]}" models openai "$(head -1 "$WORK/$name.port")" > "$WORK/$name.toml"
+  serve_script "$name" openai
   expect_exit 0 "$D2K" agent --task "$task" --device cuda --model scripted --models "$WORK/$name.toml" \
     --condition L1+L2+L3 --runs-dir "$WORK/$name-runs"
   stop_server

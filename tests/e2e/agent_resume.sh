@@ -36,10 +36,7 @@ steps = json.loads(subprocess.check_output([sys.executable, f"{sys.argv[1]}/test
 steps[5]["delay_ms"] = 60000
 print(json.dumps(steps))
 PY
-"$SCRIPTED_SERVER" "$WORK/slow.script.json" "$WORK/slow.requests.jsonl" > "$WORK/slow.port" 2> "$WORK/slow.server.err" &
-SERVER_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/slow.port" ] && break; sleep 0.05; done
-"${AGENT_PY[@]}" models openai "$(head -1 "$WORK/slow.port")" > "$WORK/slow.toml"
+serve_script slow openai
 "$D2K" agent "${AGENT_OPTS[@]}" --model scripted --models "$WORK/slow.toml" --runs-dir "$WORK/slow-runs" &
 agent_pid=$!
 for _ in $(seq 1200); do [ -f "$WORK/slow.requests.jsonl" ] && [ "$(wc -l < "$WORK/slow.requests.jsonl")" -ge 6 ] && break; sleep 0.1; done

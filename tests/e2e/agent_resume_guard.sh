@@ -13,12 +13,9 @@ steps = json.loads(subprocess.check_output([sys.executable, f"{sys.argv[1]}/test
 steps[2]["delay_ms"] = 60000
 print(json.dumps(steps))
 PY
-"$SCRIPTED_SERVER" "$WORK/slow.script.json" "$WORK/slow.requests.jsonl" > "$WORK/slow.port" 2> "$WORK/slow.server.err" &
-SERVER_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/slow.port" ] && break; sleep 0.05; done
-"${AGENT_PY[@]}" models openai "$(head -1 "$WORK/slow.port")" > "$WORK/plain.toml"
-with_key "$WORK/plain.toml" > "$WORK/slow.toml"
-"$D2K" agent "${AGENT_OPTS[@]}" --model scripted --models "$WORK/slow.toml" --runs-dir "$WORK/runs" 2> "$WORK/first.err" &
+serve_script slow openai
+with_key "$WORK/slow.toml" > "$WORK/keyed.toml"
+"$D2K" agent "${AGENT_OPTS[@]}" --model scripted --models "$WORK/keyed.toml" --runs-dir "$WORK/runs" 2> "$WORK/first.err" &
 agent_pid=$!
 for _ in $(seq 1200); do [ -f "$WORK/slow.requests.jsonl" ] && [ "$(wc -l < "$WORK/slow.requests.jsonl")" -ge 3 ] && break; sleep 0.1; done
 expect_eq "$(wc -l < "$WORK/slow.requests.jsonl")" 3 "the 3rd request is in flight"
@@ -36,7 +33,7 @@ refused --turns 5 "--turns 5: the run has budget.max_turns = 350 (run.json)"
 refused --seed 8 "--seed 8: the run has seed = 7"
 refused --condition L1 "--condition \"L1\": the run has condition = \"none\""
 refused --max-seconds 2 "timing.max_seconds = 0.02"
-sed 's/output = 2.0/output = 4.0/' "$WORK/slow.toml" > "$WORK/dear.toml"
+sed 's/output = 2.0/output = 4.0/' "$WORK/keyed.toml" > "$WORK/dear.toml"
 refused --models "$WORK/dear.toml" "models.scripted.prices.output is 4.0 where the run has 2.0"
 expect_eq "$(grep -c '"type": *"request"' "$run/transcript.jsonl" || true)" 3 "the refused resumes sent nothing"
 
@@ -71,10 +68,7 @@ import agent_script
 turns = [{"calls": [("evil\u001b[2K\r[turn 9] submit\n\u009b31m", {})]}] + [{"http": 500}] * 4
 print(json.dumps(agent_script.make_script("openai", turns)))
 PY
-"$SCRIPTED_SERVER" "$WORK/evil.script.json" "$WORK/evil.requests.jsonl" > "$WORK/evil.port" 2> "$WORK/evil.server.err" &
-SERVER_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/evil.port" ] && break; sleep 0.05; done
-"${AGENT_PY[@]}" models openai "$(head -1 "$WORK/evil.port")" > "$WORK/evil.toml"
+serve_script evil openai
 expect_exit 1 "$D2K" agent "${AGENT_OPTS[@]}" --model scripted --models "$WORK/evil.toml" --runs-dir "$WORK/evil-runs" \
   > "$WORK/evil.out" 2> "$WORK/evil.err"
 stop_server

@@ -125,8 +125,8 @@ def main():
         skip = int(sys.argv[5]) if len(sys.argv) > 5 else 0
         turns = KINDS[kind](root)
         print(json.dumps(make_script(provider, turns)[skip:]))
-    elif command == "models":  # models PROVIDER PORT
-        print(models_toml(sys.argv[2], int(sys.argv[3])))
+    elif command == "models":  # models PROVIDER PORT [NAME]
+        print(models_toml(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
     elif command == "responses":  # responses RUN_DIR: how many responses the transcript holds
         print(sum(1 for r in records(sys.argv[2]) if r["type"] == "response"))
     elif command == "same":  # same RUN_A RUN_B: the transcripts agree but for times and resume records

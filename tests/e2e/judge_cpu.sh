@@ -9,14 +9,8 @@ DESIGN="$D2K_ROOT/configs/judge/designs/moe/topk_softmax.md"
 
 # serve NAME SCRIPT_JSON MODEL: a scripted endpoint playing the script; $WORK/NAME.toml names it MODEL.
 serve() {
-  local name=$1 script=$2 model=$3
-  echo "$script" > "$WORK/$name.script.json"
-  rm -f "$WORK/$name.port"
-  "$SCRIPTED_SERVER" "$WORK/$name.script.json" "$WORK/$name.requests.jsonl" > "$WORK/$name.port" 2> "$WORK/$name.server.err" &
-  SERVER_PID=$!
-  for _ in $(seq 100); do [ -s "$WORK/$name.port" ] && break; sleep 0.05; done
-  [ -s "$WORK/$name.port" ] || { echo "FAIL: the scripted server did not start" >&2; cat "$WORK/$name.server.err" >&2; exit 1; }
-  "${JUDGE_PY[@]}" models openai "$(head -1 "$WORK/$name.port")" "$model" > "$WORK/$name.toml"
+  echo "$2" > "$WORK/$1.script.json"
+  serve_script "$1" openai "$3"
 }
 requests() { wc -l < "$WORK/$1.requests.jsonl" | tr -d ' '; }
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(eval("d"+sys.argv[2])))' "$1" "$2"; }

@@ -10,7 +10,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_script import make_script, models_toml  # noqa: E402
+from agent_script import make_script  # noqa: E402
 
 SOURCE = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl", ".py")
 
@@ -77,8 +77,6 @@ def main():
             mode = "met" if case["bar"].startswith(">=") else "not_met"
             turns += judge_turns(root, case["task"], case["subject"], mode, case["kind"], int(samples))
         print(json.dumps(make_script(provider, turns)))
-    elif command == "models":  # models PROVIDER PORT NAME
-        print(models_toml(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
     else:
         sys.exit(f"unknown command {command}")
 
