@@ -92,22 +92,8 @@ ToolOutcome ToolBox::compile(const json&) {
   auto loaded = run_solution();
   if (auto* why = std::get_if<std::string>(&loaded)) return failure(*why);
   const Solution solution = std::get<Solution>(std::move(loaded));
-  BuildOptions options;
-  options.device = env_.environment->device;
-  options.cache_dir = env_.environment->build_cache;
-  options.abi_include_dir = env_.environment->root / "include";
-  options.cutlass_include_dir = cutlass_include_dir(env_.environment->root);
-  options.timeout_seconds = env_.eval->build_timeout_seconds;
-  // The evaluator's sandbox: outside it a solution could #include any host file (the task's task.toml
-  // names the hidden workloads) and read it back in the compiler's log.
-  options.sandbox = env_.environment->sandbox;
   std::optional<TritonSetup> triton;
-  if (solution.language == Language::triton && options.device == Device::cuda) {
-    std::string why;
-    triton = find_triton(env_.environment->root, why);
-    if (triton) options.triton_version = triton->version;
-    else options.triton_missing = why;
-  }
+  const auto options = solution_build_options(*env_.environment, solution, env_.eval->build_timeout_seconds, &triton);
   const auto build = build_solution(solution, options);
   ToolOutcome outcome;
   outcome.result = {{"ok", build.ok}, {"seconds", build.seconds}, {"log", cap_text(build.log, kLogBytes)}};

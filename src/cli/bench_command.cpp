@@ -1,9 +1,11 @@
 // `d2k bench`: the shipped expert solutions of the device on every task (or those --task selects),
 // published and hidden workloads.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "cli/commands.hpp"
@@ -17,6 +19,7 @@ namespace {
 
 struct BenchOptions {
   std::vector<std::string> task_globs;
+  bool build_only = false;
   RunOptions run;
 };
 
@@ -43,18 +46,47 @@ std::vector<Solution> expert_solutions(const std::vector<Task>& tasks, Device de
   return solutions;
 }
 
+// --build-only: each expert built (or found) in the cache, a line each on stdout; 1 when any build failed.
+int build_experts(const RunOptions& run, const Context& context, const std::vector<Task>& tasks) {
+  const auto environment = make_build_environment(environment_options(run, context));
+  const auto solutions = expert_solutions(tasks, environment.device);
+  const double timeout = eval_settings(run, environment.device).build_timeout_seconds;
+  int failed = 0;
+  double seconds = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto build = build_solution(solutions[i], solution_build_options(environment, solutions[i], timeout));
+    seconds += build.seconds;
+    if (build.ok) {
+      fmt::print("{} ({}): {} in {:.1f} s, cache entry {}\n", tasks[i].name, name_of(environment.device),
+                 build.cached ? "in the cache" : "built", build.seconds, build.hash);
+    } else {
+      ++failed;
+      fmt::print("{} ({}): FAILED{} in {:.1f} s: {}\n{}\n", tasks[i].name, name_of(environment.device),
+                 build.timed_out ? " (timed out)" : "", build.seconds, build.command, build.log);
+    }
+    std::fflush(stdout);
+  }
+  fmt::print("{} of {} expert builds ok in {:.1f} s; cache {}\n", tasks.size() - failed, tasks.size(), seconds,
+             environment.build_cache.string());
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<BenchOptions>();
   auto* command = app.add_subcommand("bench", "evaluate the shipped expert solutions on every task");
   command->add_option("--task,-t", options->task_globs, "task name or glob, e.g. 'moe/*' (repeatable; default all)");
+  command->add_flag("--build-only", options->build_only,
+                    "build the experts into the cache and stop: no GPU needed, so a machine without one can fill the "
+                    "cache (D2K_CACHE_DIR) a GPU machine then reads");
   add_run_options(*command, options->run);
   options->run.include_hidden = true;  // the experts run on every workload
   return {command, [options, &global] {
             const auto& run = options->run;
             const auto context = make_context(global.root);
             const auto tasks = matching_tasks(context.tasks_dir, options->task_globs);
+            if (options->build_only) return build_experts(run, context, tasks);
             const auto environment = make_environment(environment_options(run, context));
             const auto solutions = expert_solutions(tasks, environment.device);
             const auto observer = progress_observer(run);

@@ -102,4 +102,42 @@ EvalEnvironment make_environment(const EnvironmentOptions& options) {
   return environment;
 }
 
+EvalEnvironment make_build_environment(const EnvironmentOptions& options) {
+  EvalEnvironment environment;
+  if (options.device == "auto") {
+    environment.device = resolve_device(options);
+  } else if (auto device = parse_device(options.device)) {
+    environment.device = *device;
+  } else {
+    fail("--device: unknown device '{}' (auto, cuda or cpu)", options.device);
+  }
+  environment.root = options.root;
+  environment.build_cache = options.cache_dir / "builds";
+  // Compilers get no GPU: the sandbox is tried as a cpu worker's, which a machine without a GPU runs.
+  environment.sandbox = probe_sandbox(Device::cpu, options);
+  environment.device_name = std::string(name_of(environment.device));
+  return environment;
+}
+
+BuildOptions solution_build_options(const EvalEnvironment& environment, const Solution& solution, double timeout_seconds,
+                                    std::optional<TritonSetup>* triton) {
+  BuildOptions options;
+  options.device = environment.device;
+  options.cache_dir = environment.build_cache;
+  options.abi_include_dir = environment.root / "include";
+  options.cutlass_include_dir = cutlass_include_dir(environment.root);
+  options.timeout_seconds = timeout_seconds;
+  // The evaluator's sandbox: outside it a solution could #include any host file (the task's task.toml
+  // names the hidden workloads) and read it back in the compiler's log.
+  options.sandbox = environment.sandbox;
+  if (solution.language == Language::triton && environment.device == Device::cuda) {
+    std::string why;
+    auto setup = find_triton(environment.root, why);
+    if (setup) options.triton_version = setup->version;
+    else options.triton_missing = why;
+    if (triton) *triton = std::move(setup);
+  }
+  return options;
+}
+
 }  // namespace d2k

@@ -13,7 +13,9 @@
 
 #include "core/ceilings.hpp"
 #include "core/device.hpp"
+#include "runner/builder.hpp"
 #include "runner/sandbox.hpp"
+#include "runner/triton.hpp"
 
 namespace d2k {
 
@@ -60,5 +62,17 @@ std::filesystem::path find_worker(const EnvironmentOptions& options);
 
 // All of the above, and the cache folders created: what `d2k eval`, `d2k bench` and `d2k agent` run in.
 EvalEnvironment make_environment(const EnvironmentOptions& options);
+
+// What builds alone need (`d2k bench --build-only`): the device named, the d2k tree, the build cache and
+// the sandbox. A named cuda device need not be usable here (nvcc needs no GPU: a machine without one
+// fills the cache a GPU machine then reads); auto still means cuda only where a GPU is usable. No
+// worker, no ceilings.
+EvalEnvironment make_build_environment(const EnvironmentOptions& options);
+
+// How `solution` is built in `environment`: its cache, ABI header, CUTLASS headers and sandbox, the
+// pinned Triton's version for a Triton solution on cuda (in *triton too when given; why it is missing
+// otherwise). One place, so that an agent's compile tool and the evaluator build alike (same cache key).
+BuildOptions solution_build_options(const EvalEnvironment& environment, const Solution& solution, double timeout_seconds,
+                                    std::optional<TritonSetup>* triton = nullptr);
 
 }  // namespace d2k

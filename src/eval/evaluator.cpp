@@ -307,21 +307,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   if (!make_task_code(task.name)) fail("task {} has no compiled-in reference ({}/reference.cpp)", task.name, task.dir.string());
   require_torch_device(environment_.device);
 
-  BuildOptions build_options;
-  build_options.device = environment_.device;
-  build_options.cache_dir = environment_.build_cache;
-  build_options.abi_include_dir = environment_.root / "include";
-  build_options.cutlass_include_dir = cutlass_include_dir(environment_.root);
-  build_options.timeout_seconds = settings_.build_timeout_seconds;
-  build_options.sandbox = environment_.sandbox;
-  if (solution.language == Language::triton && environment_.device == Device::cuda) {
-    std::string why;
-    if (auto setup = find_triton(environment_.root, why)) {
-      build_options.triton_version = setup->version;
-    } else {
-      build_options.triton_missing = why;
-    }
-  }
+  const auto build_options = solution_build_options(environment_, solution, settings_.build_timeout_seconds);
   if (observer_) observer_->building(task, solution);
   const auto build = build_solution(solution, build_options);
   if (observer_) observer_->built(task, build);

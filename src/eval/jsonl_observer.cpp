@@ -45,6 +45,10 @@ void JsonLinesObserver::finished(const WorkloadProgress& at, const Trace& trace)
   if (seed_) event["seed"] = *seed_;
   if (trace.performance && trace.performance->solution.median_ms > 0)
     event["median_ms"] = trace.performance->solution.median_ms;
+  // Where the wall time went (trace.phases), in order: a cut run's slow workloads explain themselves.
+  auto phases = json::array();
+  for (const auto& phase : trace.phases) phases.push_back(json::array({phase.name, phase.seconds}));
+  event["phases"] = std::move(phases);
   write_line(out_, event);
 }
 

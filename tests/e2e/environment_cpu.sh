@@ -37,3 +37,27 @@ set +e; out=$("$D2K" eval $task "$D2K_ROOT/tasks/$task/solution/cpu" --device cp
 expect_eq "$code" 2 "exit status of --profile on the cpu device"
 case "$out" in *"--profile needs the cuda device (Nsight Compute profiles GPU kernels); the device is cpu"*) echo "ok: --profile names the device it needs";;
   *) echo "FAIL: --profile on the cpu device said: $out" >&2; exit 1;; esac
+
+# bench --build-only compiles the experts into the cache and stops (no worker run, no ceilings, no GPU):
+# a second run finds each in the cache; an expert that does not compile is named with the compiler's
+# message and exit status 1, the others still built.
+broot="$WORK/build-root"
+mkdir -p "$broot/tasks/norm" "$broot/tasks/moe"
+cp -r "$D2K_ROOT/include" "$broot/include"
+cp -r "$D2K_ROOT/tasks/$task" "$broot/tasks/norm/"
+cp -r "$D2K_ROOT/tasks/moe/sum_reduce" "$broot/tasks/moe/"
+build_only() { D2K_CACHE_DIR="$WORK/build-cache" "$D2K" --root "$broot" bench --build-only "$@"; }
+out=$(build_only --device cpu)
+expect_eq "$(grep -Ec '^(moe/sum_reduce|norm/fused_add_rmsnorm) \(cpu\): built in [0-9.]+ s, cache entry [0-9a-f]{64}$' <<< "$out")" 2 "experts built"
+entry=$(awk '/^norm\/fused_add_rmsnorm/ {print $NF}' <<< "$out")
+[ -f "$WORK/build-cache/builds/$entry/solution.so" ] || fail_now "no solution.so in the named cache entry: $out"
+expect_eq "$(build_only --device cpu | grep -c ': in the cache in ')" 2 "experts found in the cache"
+echo '#error this expert is broken on purpose' >> "$broot/tasks/moe/sum_reduce/solution/cpu/$(ls "$broot/tasks/moe/sum_reduce/solution/cpu" | grep -m1 '\.cpp$')"
+set +e; out=$(build_only --device cpu); code=$?; set -e
+expect_eq "$code" 1 "exit status of a build-only run with a broken expert"
+case "$out" in *"moe/sum_reduce (cpu): FAILED in "*"broken on purpose"*"1 of 2 expert builds ok"*) echo "ok: the broken expert named with the compiler's message";;
+  *) fail_now "a broken expert's build-only run said: $out";; esac
+# A named cuda device is not probed: without a GPU the builds still run (and fail only where nvcc is missing).
+set +e; out=$(build_only --device cuda -t norm/fused_add_rmsnorm 2>&1); code=$?; set -e
+case "$code:$out" in 0:*"norm/fused_add_rmsnorm (cuda): built in "*|1:*"norm/fused_add_rmsnorm (cuda): FAILED"*) echo "ok: build-only on cuda needs no GPU (exit $code)";;
+  *) fail_now "build-only on cuda exited $code: $out";; esac

@@ -19,7 +19,8 @@ struct Events {
   Solution solution{.name = "my_kernel"};
   BuildResult build{.ok = true, .cached = true, .seconds = 1.5};
   Trace trace{.task = "norm/demo", .workload = "llama-T7", .solution = "my_kernel",
-              .status = Status::incorrect_numerics, .message = "nmse 0.3 above 1e-5"};
+              .status = Status::incorrect_numerics, .message = "nmse 0.3 above 1e-5",
+              .phases = {{"inputs", 0.5}, {"worker", 2.75}}};
 
   // Every event an evaluation of one workload reports, in order.
   void play(EvalObserver& observer) const {
@@ -51,7 +52,8 @@ TEST(JsonLinesObserver, OneObjectPerEventAndLine) {
                             {"count", 2}, {"elapsed_seconds", 0.3}, {"step", "oracle"}}));
   EXPECT_EQ(lines[4], (json{{"event", "finished"}, {"task", "norm/demo"}, {"workload", "llama-T7"}, {"index", 1},
                             {"count", 2}, {"elapsed_seconds", 3.5}, {"status", "incorrect_numerics"},
-                            {"message", "nmse 0.3 above 1e-5"}, {"solution", "my_kernel"}, {"seed", 42}}));
+                            {"message", "nmse 0.3 above 1e-5"}, {"solution", "my_kernel"}, {"seed", 42},
+                            {"phases", json::array({json::array({"inputs", 0.5}), json::array({"worker", 2.75})})}}));
 }
 
 // A ledger of seeds reads the finished lines alone (a run cut short writes no --json document): each
