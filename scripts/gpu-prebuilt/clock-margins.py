@@ -1,4 +1,5 @@
-"""Reads d2k bench/eval --json files and prints, per workload, how close the honest runs came to the two
+"""Reads d2k bench/eval --json files, or their --progress jsonl files (FILE.progress: the finished lines,
+also of a run a time budget cut), and prints, per workload, how close the honest runs came to the two
 clock checks' bars (docs/metrics.md): the outside clock's reported/bar and the second clock's work/bar.
 A ratio above 1 would be a false alarm; the closest runs are what the slack must cover."""
 import json
@@ -10,6 +11,13 @@ SECOND_FACTOR, SECOND_SLACK_MS = 1.1, 0.005
 
 
 def traces(path):
+    if path.endswith(".progress"):
+        for line in open(path):
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event.get("event") == "finished":
+                    yield event
+        return
     data = json.load(open(path))
     if "runs" in data:
         for run in data["runs"]:

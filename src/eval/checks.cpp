@@ -189,7 +189,11 @@ std::optional<Finding> timing_came_back(const WorkloadRun& run) {
 
 std::optional<Finding> outside_clock_agrees(const WorkloadRun& run) {
   if (!run.timed) return std::nullopt;
-  if (auto why = clock_disagrees(report_of(run), run.device)) return finding(Status::rejected, *why);
+  if (auto why = clock_disagrees(report_of(run), run.device)) {
+    auto found = finding(Status::rejected, *why);
+    found.host_may_explain = true;
+    return found;
+  }
   return std::nullopt;
 }
 

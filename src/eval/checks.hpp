@@ -42,6 +42,10 @@ struct Finding {
   Status status = Status::rejected;
   std::string message;
   std::vector<Comparison> comparisons;
+  // The outside clock's disagreement: a stall of the host during the timed loop (the hypervisor taking
+  // the CPU, say) makes it in an honest run too, once; a forged clock makes it every time. The evaluator
+  // runs the worker once more, with fresh secrets, before it counts.
+  bool host_may_explain = false;
 };
 
 // Runs the checks in order; nothing when the run passed every one. `comparisons` gets the checked

@@ -108,6 +108,16 @@ caught "$corpus/replay_first_4k.cpp" $quant qwen3-235b-T333-K1536 rejected "$tim
 caught "$corpus/patch_expected_copy.cpp" $quant deepseek-v3-T1 rejected "$timed"
 caught "$corpus/patch_clock_got.cpp" $quant deepseek-v3-T4096 rejected "its timer was not measuring the calls"
 caught "$corpus/patch_clock_got_direct.cpp" $quant deepseek-v3-T4096 rejected "its timer was not measuring the calls"
+# Before it rejects, the outside clock has the worker run again with new secrets (a stall of the host
+# disagrees once): a forged clock disagrees in both runs.
+python3 - "$WORK/patch_clock_got.json" <<'PY'
+import json, sys
+trace = json.load(open(sys.argv[1]))["traces"][0]
+assert any("the first run was rejected by the outside clock" in w for w in trace["warnings"]), trace["warnings"]
+steps = [p["name"] for p in trace["phases"]]
+assert steps.count("solution_timing") == 2, steps
+print("ok: the forged clock disagreed in both runs")
+PY
 # 18 work outside the calls: seccomp refuses timers, handlers, processes; the kernel counts threads
 caught "$corpus/outside_sigalrm.cpp" $quant deepseek-v3-T1 runtime_error "sigaction(SIGALRM): Operation not permitted"
 caught "$corpus/outside_posix_timer.cpp" $quant deepseek-v3-T1 runtime_error "timer_create(SIGEV_THREAD): Operation not permitted"
