@@ -98,15 +98,32 @@ at::Tensor draw_input(const InputInit& init, at::IntArrayRef shape, uint64_t see
 
 namespace {
 
-// The task's own draw (TaskCode::make_inputs), laid out as the task says; nothing when it has none.
-std::optional<TensorMap> custom_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto custom = code.make_inputs(task, workload, gen);
+// The task's own draw (TaskCode::make_inputs), laid out as the task says; nothing when it has none. With
+// `prepared` (a second draw), the inputs it holds are taken from it, and the task may skip drawing them
+// (TaskCode::make_unprepared_inputs).
+std::optional<TensorMap> custom_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed,
+                                       const TensorMap* prepared = nullptr) {
+  std::optional<TensorMap> custom;
+  const char* made_by = "make_inputs";
+  if (prepared) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    custom = code.make_unprepared_inputs(task, workload, gen);
+    made_by = "make_unprepared_inputs";
+  }
+  if (!custom) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    custom = code.make_inputs(task, workload, gen);
+    made_by = "make_inputs";
+  }
   if (!custom) return std::nullopt;
   TensorMap laid;
   for (const auto& spec : task.inputs) {
+    if (prepared && spec.prepare) {
+      laid[spec.name] = prepared->at(spec.name);
+      continue;
+    }
     auto it = custom->find(spec.name);
-    if (it == custom->end()) fail("{}: make_inputs did not produce input '{}'", task.name, spec.name);
+    if (it == custom->end()) fail("{}: {} did not produce input '{}'", task.name, made_by, spec.name);
     laid[spec.name] = lay_out(it->second, geometry_of(spec, workload), spec.dtype);
   }
   return laid;
@@ -132,13 +149,9 @@ TensorMap make_inputs(const Task& task, const TaskCode& code, const Workload& wo
 
 TensorMap make_second_inputs(const Task& task, const TaskCode& code, const Workload& workload, const TensorMap& first,
                              uint64_t seed) {
-  // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw:
-  // changing single elements could break its structure.
-  if (auto fresh = custom_inputs(task, code, workload, seed)) {
-    for (const auto& spec : task.inputs)
-      if (spec.prepare) (*fresh)[spec.name] = first.at(spec.name);
-    return std::move(*fresh);
-  }
+  // A task with its own generator (structured inputs such as routing ids) gets a whole fresh draw but
+  // its prepared inputs: changing single elements could break its structure.
+  if (auto fresh = custom_inputs(task, code, workload, seed, &first)) return std::move(*fresh);
   TensorMap mixed;
   for (std::size_t i = 0; i < task.inputs.size(); ++i) {
     const auto& spec = task.inputs[i];

@@ -57,6 +57,14 @@ class TaskCode {
     return std::nullopt;
   }
 
+  // Optional, with make_inputs: the second draw's inputs that are not prepared (`prepare = true` inputs
+  // are the first draw's, `first`, whatever this returns), for a task whose prepared inputs are costly to
+  // draw again only to be replaced (a 70B layer's weight). Nothing: make_inputs draws them all afresh.
+  virtual std::optional<TensorMap> make_unprepared_inputs(const Task& task, const Workload& workload,
+                                                          at::Generator& generator) const {
+    return std::nullopt;
+  }
+
   // Optional: what is compared instead of the raw outputs, e.g. fp8 values dequantized with their
   // scales. Called on the candidate's raw outputs (their declared dtypes, on the CPU, laid out as the
   // task says) and on the oracle's (float64 on the CPU), with the task's shapes: convert what you

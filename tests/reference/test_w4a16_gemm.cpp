@@ -42,6 +42,21 @@ struct W4A16Gemm : ::testing::Test {
   }
 };
 
+// The second draw keeps the first's weight (prepared inputs never change between draws) and draws only the
+// activations (make_unprepared_inputs), which are the ones a whole fresh draw of its seed would give.
+TEST_F(W4A16Gemm, TheSecondDrawKeepsTheWeightAndDrawsTheActivationsAFullDrawWould) {
+  Workload workload = *task.find_workload("llama3-8b-o-M19-N136");
+  workload.axes = {{"M", 7}, {"N", 64}, {"K", 256}};
+  const TensorMap first = make_inputs(task, *code, workload, 11);
+  const TensorMap second = make_second_inputs(task, *code, workload, first, 12);
+  const TensorMap fresh = make_inputs(task, *code, workload, 12);
+  EXPECT_TRUE(second.at("qweight").equal(first.at("qweight")));
+  EXPECT_TRUE(second.at("scales").equal(first.at("scales")));
+  EXPECT_FALSE(fresh.at("qweight").equal(first.at("qweight")));
+  EXPECT_TRUE(second.at("x").equal(fresh.at("x")));
+  EXPECT_FALSE(second.at("x").equal(first.at("x")));
+}
+
 // Codes [K, N] (0..15) unpacked by hand, independently of the reference's unpack.
 at::Tensor unpack_by_hand(const at::Tensor& qweight) {
   const int64_t rows = qweight.size(0), N = qweight.size(1);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 #include "reference/inputs.hpp"
@@ -108,34 +109,43 @@ class W4A16Gemm final : public TaskCode {
   }
 
   std::optional<TensorMap> make_inputs(const Task& task, const Workload& workload, at::Generator& gen) const override {
+    const int64_t N = workload.axes.at("N"), K = workload.axes.at("K");
+    uint64_t seed = 0;
+    TensorMap inputs{{"x", activations(task, workload, gen, seed)}};
+    // Weight [K, N] (the transpose of nn.Linear's, as GPTQ stores it), quantized per 128-wide K group and
+    // output channel: scale = 2 * amax / 15 (rounded to bf16, as stored), q = clamp(round(w / s) + 8, 0, 15).
+    const at::Tensor w = draw_input(init_of(*task.find_input("qweight"), workload), {N, K}, seed, 1, at::kFloat);
+    std::tie(inputs["qweight"], inputs["scales"]) = quantize(w);
+    return inputs;
+  }
+
+  // The second draw's activations alone: its weight is the first draw's (a prepared input), and drawing a
+  // 70B layer's weight again only to replace it was half of the task's input time.
+  std::optional<TensorMap> make_unprepared_inputs(const Task& task, const Workload& workload,
+                                                  at::Generator& gen) const override {
+    uint64_t seed = 0;
+    return TensorMap{{"x", activations(task, workload, gen, seed)}};
+  }
+
+ private:
+  // The activations x [M, K] bf16: the workload's distribution, a random set of outlier channels shared by
+  // every token, each token's magnitude log-normal. First draws `seed`, the seed of the chunked draws
+  // (x is its input 0, the weight its input 1), so that both draws above get the same x from `gen`.
+  static at::Tensor activations(const Task& task, const Workload& workload, at::Generator& gen, uint64_t& seed) {
     const int64_t M = workload.axes.at("M"), N = workload.axes.at("N"), K = workload.axes.at("K");
     if (K % kGroup != 0 || N % 8 != 0)
       fail("quant/w4a16_gemm: workload '{}': K = {} must be a multiple of 128 and N = {} of 8", workload.name, K, N);
     const auto i64 = at::TensorOptions().dtype(at::kLong);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
-    const auto seed = static_cast<uint64_t>(at::randint(0, int64_t{1} << 62, {1}, gen, i64).item<int64_t>());
-
-    // Activations: the workload's distribution, a random set of outlier channels shared by every token,
-    // each token's magnitude log-normal.
+    seed = static_cast<uint64_t>(at::randint(0, int64_t{1} << 62, {1}, gen, i64).item<int64_t>());
     at::Tensor x = draw_input(init_of(*task.find_input("x"), workload), {M, K}, seed, 0, at::kFloat);
     const int64_t outliers = std::max<int64_t>(1, K / kOutlierEvery);
     at::Tensor gain = at::ones({K}, f32);
     gain.index_fill_(0, at::randperm(K, gen, i64).narrow(0, 0, outliers), kOutlierGain);
     const at::Tensor token = at::exp(at::normal(0.0, kTokenSpread, {M, 1}, gen, f32));
-    x.mul_(gain).mul_(token);
-
-    // Weight [K, N] (the transpose of nn.Linear's, as GPTQ stores it), quantized per 128-wide K group and
-    // output channel: scale = 2 * amax / 15 (rounded to bf16, as stored), q = clamp(round(w / s) + 8, 0, 15).
-    const at::Tensor w = draw_input(init_of(*task.find_input("qweight"), workload), {N, K}, seed, 1, at::kFloat);
-    auto [qweight, scales] = quantize(w);
-    TensorMap inputs;
-    inputs["x"] = x.to(at::kBFloat16);
-    inputs["qweight"] = std::move(qweight);
-    inputs["scales"] = std::move(scales);
-    return inputs;
+    return x.mul_(gain).mul_(token).to(at::kBFloat16);
   }
 
- private:
   // The library path's setup, by a name no input of the task has.
   static constexpr const char* kDequantized = "library: weight dequantized to bf16";
 };
