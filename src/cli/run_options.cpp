@@ -41,6 +41,10 @@ void add_run_options(CLI::App& command, RunOptions& options, RunOptionsFor use) 
                      "evaluate N times with seeds seed..seed+N-1 and report passes and the spread of medians")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  command.add_option("--time-limit", options.time_limit,
+                     "with --repeat: start no run that the longest run so far says would end past SECONDS after the "
+                     "first began; the runs done are reported (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   command.add_option("--rotate", options.rotate,
                      "timed calls cycle through input copies holding this many times the L2 (0: no rotation)")
       ->capture_default_str();

@@ -31,6 +31,7 @@ struct RunOptions {
   int min_samples = 0;            // timed calls at least, even past max_seconds (0: default_min_samples)
   int warmup = 3;                 // untimed calls first
   int repeat = 1;                 // evaluate this many times, seeds seed, seed + 1, ...
+  double time_limit = 0;          // --repeat: start no run that would end past this many seconds (0: none)
   double rotate = 3.0;            // input copies hold at least this multiple of the last-level cache (0: one)
   bool refresh_ceilings = false;
   std::string sandbox = "strict";  // --sandbox strict|best-effort|off (docs/sandbox.md)

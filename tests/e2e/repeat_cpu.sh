@@ -20,3 +20,11 @@ grep -q "2 of 2 workloads passed every run" "$WORK/repeat.txt" && echo "ok: summ
 expect_exit 1 "$D2K" eval norm/fused_add_rmsnorm "$D2K_ROOT/tests/e2e/solutions/wrong_answer.cpp" --device cpu --repeat 2 \
   -w llama3-8b-T1 --no-baseline --json "$WORK/wrong.json"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["repeat"][0]; assert r["passed"]==0 and len(r["failures"])==2, r; print("ok: wrong answer fails both runs")' "$WORK/wrong.json"
+# --time-limit starts no run that the longest so far says would end past it: the runs done are reported
+# (the document and the table, exit 0 when they passed), with a note of how many of how many ran.
+"$D2K" eval moe/topk_softmax "$D2K_ROOT/tasks/moe/topk_softmax/solution/cpu" --device cpu --seed 5 --repeat 50 \
+  --time-limit 0.001 -w qwen3-30b-T1 --max-seconds 0.05 --min-samples 3 --warmup 1 --no-baseline \
+  --json "$WORK/limited.json" > "$WORK/limited.txt" 2> "$WORK/limited.err"
+grep -q -- "--time-limit 0.001 s: ran 1 of 50 runs (seeds 5..5)" "$WORK/limited.err" && echo "ok: the note says 1 of 50 runs" ||
+  fail_now "no time-limit note: $(cat "$WORK/limited.err")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["runs"])==1 and d["runs_requested"]==50 and d["repeat"][0]["runs"]==1, d["repeat"]; print("ok: one run reported of 50 requested")' "$WORK/limited.json"
