@@ -102,6 +102,21 @@ Oracles compute_oracles(const Task& task, const TaskCode& code, const Scalars& s
   return Oracles{std::move(first_oracles), std::move(want), std::move(second_want)};
 }
 
+// The two draws of one workload's inputs: the first, and a second a few elements away from it, run first
+// in the same buffers (outputs that follow the buffers' addresses or a sampled fingerprint rather than
+// the contents show).
+struct Draws {
+  TensorMap first, second;
+};
+
+Draws draw_inputs(const Task& task, const Workload& workload, uint64_t seed) {
+  const auto code = make_task_code(task.name);
+  Draws draws;
+  draws.first = make_inputs(task, *code, workload, seed);
+  draws.second = make_second_inputs(task, *code, workload, draws.first, second_seed(seed));
+  return draws;
+}
+
 using Step = std::function<void(const char* what, const char* phase)>;
 
 // On cuda the oracles are computed in a thread while the worker starts (its process, CUDA context and
@@ -303,6 +318,43 @@ std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const
   return std::nullopt;
 }
 
+// A task's workloads' input draws (on the CPU, seconds for the large ones), each made while the workload
+// before it is checked: nothing is timed then, and the worker of the next workload starts only once they
+// are made. Everything that runs a clock again first waits for them (quiet): a worker run again, the
+// baselines' timing.
+class DrawAhead {
+ public:
+  DrawAhead(const Task& task, const std::vector<const Workload*>& workloads, uint64_t seed)
+      : task_(task), workloads_(workloads), seed_(seed) {}
+  DrawAhead(const DrawAhead&) = delete;
+  DrawAhead& operator=(const DrawAhead&) = delete;
+  ~DrawAhead() { quiet(); }
+
+  // Workload k's draws: made ahead, or now. A draw's error is rethrown here, as it would be made here.
+  Draws take(std::size_t k) {
+    if (ahead_.valid() && ahead_index_ == k) return ahead_.get();
+    quiet();
+    return draw_inputs(task_, *workloads_[k], seed_);
+  }
+  // Workload k's worker has ended: workload k + 1's draws begin (once).
+  void start_after(std::size_t k) {
+    if (k + 1 >= workloads_.size() || ahead_.valid()) return;
+    ahead_index_ = k + 1;
+    ahead_ = std::async(std::launch::async, [this, k] { return draw_inputs(task_, *workloads_[k + 1], seed_); });
+  }
+  // Before anything is timed: the draws being made are done.
+  void quiet() {
+    if (ahead_.valid()) ahead_.wait();
+  }
+
+ private:
+  const Task& task_;
+  const std::vector<const Workload*>& workloads_;
+  uint64_t seed_;
+  std::future<Draws> ahead_;
+  std::size_t ahead_index_ = 0;
+};
+
 Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
     : environment_(environment), settings_(std::move(settings)), observer_(observer) {}
 
@@ -317,11 +369,13 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   if (observer_) observer_->built(task, build);
 
   std::vector<Trace> traces;
+  DrawAhead draws(task, workloads, settings_.seed);
   int index = 0;
   for (const auto* workload : workloads) {
     const auto started = std::chrono::steady_clock::now();
     phases_ = PhaseClock();
-    traces.push_back(evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
+    traces.push_back(
+        evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size()), draws));
     phases_.stop();
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
     traces.back().phases = phases_.phases();
@@ -332,7 +386,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
 }
 
 Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
-                                   const BuildResult& build, int index, int count) {
+                                   const BuildResult& build, int index, int count, DrawAhead& draws) {
   Trace trace{.task = task.name, .workload = workload.name, .solution = solution.name, .device = environment_.device,
               .seed = settings_.seed, .device_name = environment_.device_name, .timestamp = utc_timestamp()};
   // Each step says how long the workload has taken so far: the harness's own cost shows.
@@ -351,10 +405,9 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   const auto code = make_task_code(task.name);
   const auto scalars = scalars_for(task, workload);
   step("inputs", "inputs");
-  const auto first = make_inputs(task, *code, workload, settings_.seed);
-  // A second draw, a few elements away from the first, run first in the same buffers: outputs that
-  // follow the buffers' addresses or a sampled fingerprint rather than the contents show.
-  const auto second = make_second_inputs(task, *code, workload, first, second_seed(settings_.seed));
+  const Draws drawn = draws.take(static_cast<std::size_t>(index - 1));
+  const TensorMap& first = drawn.first;
+  const TensorMap& second = drawn.second;
   WorkerRequest request = request_for(task, workload, build, environment_, settings_);
   std::string warmup_summary;
   if (solution.language == Language::triton) {
@@ -373,6 +426,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   std::optional<Finding> found;
   std::string first_run_disagreed;
   for (int run_index = 1;; ++run_index) {
+    if (run_index > 1) draws.quiet();
     auto oracles = start_oracles(task, *code, scalars, first, second, environment_.device, request, step);
     step(run_index > 1                ? "running and timing the solution again (the outside clock disagreed)"
          : settings_.time             ? "running and timing the solution"
@@ -381,6 +435,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     WorkerLaunch launch = launch_for(environment_, settings_);
     launch.before_first_clock = [&oracles] { oracles.wait(); };
     outcome = run_worker(launch, request, bytes_of(task, first), bytes_of(task, second));
+    draws.start_after(static_cast<std::size_t>(index - 1));
     const Oracles done = oracles.get();  // an oracle's error, rethrown
     record_worker(trace, outcome);
     phases_.split(outcome.report.phases, "worker_start");
@@ -413,6 +468,7 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   trace.status = Status::passed;
   if (!settings_.time) return trace;
+  if (settings_.baseline) draws.quiet();
   const auto times = time_baselines(task, workload, *code, first, scalars, environment_, settings_, baselines_, step);
   add_performance(trace, task, workload, *outcome.report.timing, times.eager, times.library, environment_);
   if (!times.library_refused.empty())
