@@ -332,8 +332,10 @@ class DrawAhead {
 
   // Workload k's draws: made ahead, or now. A draw's error is rethrown here, as it would be made here.
   Draws take(std::size_t k) {
-    if (ahead_.valid() && ahead_index_ == k) return ahead_.get();
-    quiet();
+    if (ahead_.valid()) {
+      if (ahead_index_ == k) return ahead_.get();
+      ahead_ = {};  // another workload's (not reached in order): waited for and dropped
+    }
     return draw_inputs(task_, *workloads_[k], seed_);
   }
   // Workload k's worker has ended: workload k + 1's draws begin (once).
