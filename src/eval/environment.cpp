@@ -104,13 +104,8 @@ EvalEnvironment make_environment(const EnvironmentOptions& options) {
 
 EvalEnvironment make_build_environment(const EnvironmentOptions& options) {
   EvalEnvironment environment;
-  if (options.device == "auto") {
-    environment.device = resolve_device(options);
-  } else if (auto device = parse_device(options.device)) {
-    environment.device = *device;
-  } else {
-    fail("--device: unknown device '{}' (auto, cuda or cpu)", options.device);
-  }
+  // cuda named: builds for it, usable here or not; auto, cpu and a wrong name as every command has them.
+  environment.device = options.device == "cuda" ? Device::cuda : resolve_device(options);
   environment.root = options.root;
   environment.build_cache = options.cache_dir / "builds";
   // Compilers get no GPU: the sandbox is tried as a cpu worker's, which a machine without a GPU runs.

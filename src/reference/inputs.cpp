@@ -103,18 +103,13 @@ namespace {
 // (TaskCode::make_unprepared_inputs).
 std::optional<TensorMap> custom_inputs(const Task& task, const TaskCode& code, const Workload& workload, uint64_t seed,
                                        const TensorMap* prepared = nullptr) {
-  std::optional<TensorMap> custom;
-  const char* made_by = "make_inputs";
-  if (prepared) {
+  const auto draw = [&](auto make) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    custom = code.make_unprepared_inputs(task, workload, gen);
-    made_by = "make_unprepared_inputs";
-  }
-  if (!custom) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    custom = code.make_inputs(task, workload, gen);
-    made_by = "make_inputs";
-  }
+    return (code.*make)(task, workload, gen);
+  };
+  auto custom = prepared ? draw(&TaskCode::make_unprepared_inputs) : std::nullopt;
+  const char* made_by = custom ? "make_unprepared_inputs" : "make_inputs";
+  if (!custom) custom = draw(&TaskCode::make_inputs);
   if (!custom) return std::nullopt;
   TensorMap laid;
   for (const auto& spec : task.inputs) {

@@ -53,7 +53,7 @@ TEST(JsonLinesObserver, OneObjectPerEventAndLine) {
   EXPECT_EQ(lines[4], (json{{"event", "finished"}, {"task", "norm/demo"}, {"workload", "llama-T7"}, {"index", 1},
                             {"count", 2}, {"elapsed_seconds", 3.5}, {"status", "incorrect_numerics"},
                             {"message", "nmse 0.3 above 1e-5"}, {"solution", "my_kernel"}, {"seed", 42},
-                            {"phases", json::array({json::array({"inputs", 0.5}), json::array({"worker", 2.75})})}}));
+                            {"phases", json::array({{{"name", "inputs"}, {"seconds", 0.5}}, {{"name", "worker"}, {"seconds", 2.75}}})}}));
 }
 
 // A ledger of seeds reads the finished lines alone (a run cut short writes no --json document): each
