@@ -1,5 +1,6 @@
-// Expert CUDA solution of attn/prefill_causal_gqa for the H200 (sm_90a), first version: FlashAttention-2's
-// design on mma.sync (fa2_tile.cuh) behind a longest-first tile schedule (schedule.cuh).
+// Expert CUDA solution of attn/prefill_causal_gqa for the H200 (sm_90a), second version: a Hopper tile loop
+// (hopper_tile.cuh: TMA, wgmma, a producer warpgroup and two consumers) behind a longest-first tile schedule
+// (schedule.cuh).
 //
 // Two launches on the call's stream: schedule_tiles (one CTA) reads cu_seqlens on the device and writes the
 // sorted list of (sequence, query tile) into the workspace; prefill_attention runs one CTA per listed tile
@@ -14,7 +15,7 @@
 #include <cstring>
 
 #include "d2k/solution.h"
-#include "fa2_tile.cuh"
+#include "hopper_tile.cuh"
 #include "schedule.cuh"
 
 namespace {
@@ -23,15 +24,38 @@ using prefill::Params;
 using prefill::ScheduleView;
 using prefill::TileWork;
 
-// One CTA per SM: the tile loop holds 16 rows x 128 of fp32 output and 16 x 64 scores per warp in registers
-// (about 190 of them, no spills); 8 warps and their instruction-level parallelism carry the SM, as in
-// FlashAttention-2.
+// One CTA per SM (165 KB of shared memory): warpgroup 0 loads, warpgroups 1 and 2 compute.
 __global__ void __launch_bounds__(prefill::kThreads, 1)
-    prefill_attention(Params params, const int* __restrict__ tile_count, const TileWork* __restrict__ order) {
-  extern __shared__ __align__(128) unsigned char shared[];
+    prefill_attention(const __grid_constant__ Params params, const int* __restrict__ tile_count,
+                      const TileWork* __restrict__ order) {
+  extern __shared__ unsigned char shared[];
+  auto& smem = *reinterpret_cast<prefill::SharedStorage*>((reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023});
   const int entry = static_cast<int>(blockIdx.x) / params.heads;
   if (entry >= *tile_count) return;
-  prefill::run_query_tile(params, order[entry], static_cast<int>(blockIdx.x) % params.heads, shared);
+  const TileWork work = order[entry];
+  const int head = static_cast<int>(blockIdx.x) % params.heads;
+  const int seq_start = params.cu_seqlens[work.seq];
+  const int length = params.cu_seqlens[work.seq + 1] - seq_start;
+  const int key_tiles = prefill::key_tiles(work.q_tile, length, prefill::kBlockM, prefill::kBlockN);
+  if (threadIdx.x == 0) {
+    using Barrier = cutlass::arch::ClusterBarrier;
+    Barrier::init(&smem.q_full, 1);
+    for (int s = 0; s < prefill::kStages; ++s) {
+      Barrier::init(&smem.k_full[s], 1);
+      Barrier::init(&smem.v_full[s], 1);
+      Barrier::init(&smem.k_empty[s], prefill::kConsumers);
+      Barrier::init(&smem.v_empty[s], prefill::kConsumers);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<prefill::kProducerRegisters>();
+    if (threadIdx.x == 0) prefill::producer(params, smem, work, head, seq_start, key_tiles);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<prefill::kConsumerRegisters>();
+    prefill::consumer(params, smem, work, head, seq_start, length, key_tiles, static_cast<int>(threadIdx.x) - 128);
+  }
 }
 
 int failed(const d2k_call* call, const char* what) {
@@ -118,25 +142,37 @@ extern "C" int d2k_run(const d2k_call* call) {
   const ScheduleView view{reinterpret_cast<int*>(base + layout.count), reinterpret_cast<TileWork*>(base + layout.order),
                           reinterpret_cast<TileWork*>(base + layout.listing), reinterpret_cast<int*>(base + layout.cost),
                           reinterpret_cast<int*>(base + layout.first_tile), bound};
-  Params params;
-  params.q = static_cast<const __nv_bfloat16*>(t.q->data);
-  params.k = static_cast<const __nv_bfloat16*>(t.k->data);
-  params.v = static_cast<const __nv_bfloat16*>(t.v->data);
-  params.o = static_cast<__nv_bfloat16*>(t.o->data);
-  params.lse = static_cast<float*>(t.lse->data);
-  params.cu_seqlens = static_cast<const int*>(t.cu->data);
-  params.q_token = t.q->strides[0], params.q_head = t.q->strides[1];
-  params.k_token = t.k->strides[0], params.k_head = t.k->strides[1];
-  params.v_token = t.v->strides[0], params.v_head = t.v->strides[1];
-  params.o_token = t.o->strides[0], params.o_head = t.o->strides[1];
-  params.lse_head = t.lse->strides[0], params.lse_token = t.lse->strides[1];
-  params.heads = static_cast<int>(t.q->shape[1]);
-  params.group = static_cast<int>(t.q->shape[1] / t.k->shape[1]);
-  params.scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
+  using prefill::Element;
+  auto gmem = [](const d2k_tensor* x) {
+    return cute::make_tensor(cute::make_gmem_ptr(static_cast<const Element*>(x->data)),
+                             cute::make_shape(static_cast<int32_t>(x->shape[0]), static_cast<int32_t>(x->shape[2]),
+                                              static_cast<int32_t>(x->shape[1])),
+                             cute::make_stride(x->strides[0], cute::_1{}, x->strides[1]));
+  };
+  const auto q = gmem(t.q), k = gmem(t.k), v = gmem(t.v);
+  Params params{
+      cute::make_tma_copy(cute::SM90_TMA_LOAD{}, q, prefill::SmemLayoutQ{},
+                          cute::Shape<cute::Int<prefill::kBlockM>, cute::Int<prefill::kHeadDim>>{}, cute::_1{}),
+      cute::make_tma_copy(cute::SM90_TMA_LOAD{}, k, cute::take<0, 2>(prefill::SmemLayoutKV{}),
+                          cute::Shape<cute::Int<prefill::kBlockN>, cute::Int<prefill::kHeadDim>>{}, cute::_1{}),
+      cute::make_tma_copy(cute::SM90_TMA_LOAD{}, v, cute::take<0, 2>(prefill::SmemLayoutKV{}),
+                          cute::Shape<cute::Int<prefill::kBlockN>, cute::Int<prefill::kHeadDim>>{}, cute::_1{}),
+      q.shape(),
+      k.shape(),
+      static_cast<Element*>(t.o->data),
+      static_cast<float*>(t.lse->data),
+      static_cast<const int*>(t.cu->data),
+      t.o->strides[0],
+      t.o->strides[1],
+      t.lse->strides[0],
+      t.lse->strides[1],
+      static_cast<int>(t.q->shape[1]),
+      static_cast<int>(t.q->shape[1] / t.k->shape[1]),
+      static_cast<float>(scale->f * 1.4426950408889634)};
 
   const auto stream = static_cast<cudaStream_t>(call->stream);
   prefill::schedule_tiles<prefill::kBlockM, prefill::kBlockN>
-      <<<1, prefill::kScheduleThreads, 0, stream>>>(params.cu_seqlens, static_cast<int>(batch), view);
+      <<<1, prefill::kScheduleThreads, 0, stream>>>(static_cast<const int*>(t.cu->data), static_cast<int>(batch), view);
   cudaError_t error = cudaFuncSetAttribute(prefill_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, prefill::kSharedBytes);
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
   const int64_t blocks = int64_t{bound} * params.heads;
