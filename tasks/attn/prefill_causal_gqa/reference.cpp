@@ -5,8 +5,8 @@
 // few GiB at most on the evaluation device.
 //
 // make_inputs draws cu_seqlens from the workload's lengths (an arithmetic progression, in a random order)
-// and q, k, v with reference/inputs.hpp's generators. The library path is torch's FlashAttention-2 varlen
-// forward on cuda and torch's flash kernel per sequence on the cpu.
+// and q, k, v with reference/inputs.hpp's generators. The library path is cuDNN's attention per sequence
+// on cuda and torch's flash kernel per sequence on the cpu.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -97,11 +97,21 @@ class PrefillCausalGqa : public TaskCode {
     const double scale = scalars.f("softmax_scale");
     const auto spans = sequences_of(cu_seqlens);
     if (q.is_cuda()) {
-      // The true longest sequence (its grid is sized by it): a serving system holds it on the host.
-      int64_t longest = 0;
-      for (const auto& [start, end] : spans) longest = std::max(longest, end - start);
-      auto [o, lse, seed, offset, mask] = at::_flash_attention_forward(q, k, v, cu_seqlens, cu_seqlens, longest, longest, 0.0,
-                                                                       /*is_causal=*/true, /*return_debug_mask=*/false, scale);
+      // cuDNN's attention per sequence, [1, H, L, D] views of the packed tensors, K and V with their own Hkv
+      // heads (cuDNN takes grouped heads as they are), the LSE asked for: torch's fastest path for these
+      // shapes (what SDPA picks with enable_gqa, which returns no LSE; docs/results/2026-12-02-h200-memory-bound-v2.md).
+      const int64_t heads = q.size(1);
+      at::Tensor o = at::empty_like(q);
+      at::Tensor lse = at::empty({heads, q.size(0)}, q.options().dtype(at::kFloat));
+      for (const auto& [start, end] : spans) {
+        const int64_t length = end - start;
+        const auto per_head = [&](const at::Tensor& x) { return x.narrow(0, start, length).transpose(0, 1).unsqueeze(0); };
+        const auto result = at::_scaled_dot_product_cudnn_attention(per_head(q), per_head(k), per_head(v), {},
+                                                                    /*compute_log_sumexp=*/true, 0.0, /*is_causal=*/true,
+                                                                    /*return_debug_mask=*/false, scale);
+        o.narrow(0, start, length).copy_(std::get<0>(result)[0].transpose(0, 1));
+        lse.narrow(1, start, length).copy_(std::get<1>(result).reshape({heads, length}));
+      }
       return {{"o", o}, {"lse", lse}};
     }
     // cpu: torch's flash kernel per sequence, [1, H, L, D] views, which returns the LSE [1, Hq, L].
