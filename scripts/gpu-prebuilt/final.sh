@@ -3,7 +3,7 @@
 # call that verifies new kernels runs (carry [".gpu"]). Each task's table, JSON and JSON-lines progress
 # go to $OUT/results.tgz as soon as it ends (the device tool brings back at most 8 files), so a call cut by
 # its limit keeps what finished.
-#   TASKS="quant/w4a16_gemm optim/muon_newton_schulz"  the tasks (their solution/cuda), in order
+#   TASKS="quant/w4a16_gemm optim/muon_newton_schulz"  the tasks (their solution/cuda), in order (none: PROFILE only)
 #   SEED=1 REPEAT=1      seeds SEED.. SEED+REPEAT-1 (--repeat); REPEAT > 1 implies --no-baseline
 #   BUDGET=540           seconds for the whole script; a task starts only with MIN_LEFT (60) seconds left
 #   EXTRA="..."          more d2k eval options (e.g. "--max-seconds 0.3" or "-w NAME -w NAME")
@@ -19,7 +19,7 @@ cp .gpu/commit.txt $R/commit.txt  # the commit packed (scripts/gpu-pack), not th
 repeat=${REPEAT:-1}
 options=(--final --seed "${SEED:-1}")
 [ "$repeat" -gt 1 ] && options+=(--repeat "$repeat" --no-baseline)
-for task in ${TASKS:?set TASKS}; do
+for task in ${TASKS:-}; do
   L=$(left)
   if [ "$L" -lt "${MIN_LEFT:-60}" ]; then echo "== $task: skipped, $L s left"; continue; fi
   n=$(echo "$task" | tr / _)
