@@ -157,8 +157,13 @@ cudaError_t launch(const Tensors& t, float scale_log2, int window, const Schedul
                                scale_log2};
   sliding::schedule_tiles<sliding::kBlockM, T::kBlockN><<<1, sliding::kScheduleThreads, 0, stream>>>(
       params.cu_seqlens, static_cast<int>(t.cu->shape[0] - 1), window, view);
-  const cudaError_t error =
+  cudaError_t error =
       cudaFuncSetAttribute(band_attention<HeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSharedBytes);
+  if (error != cudaSuccess) return error;
+  // All of the SM's unified L1 as shared memory: a carveout the driver might pick for one CTA's 82 KB at D 64
+  // would leave room for only one of the two, and the kernel reads nothing through L1 that matters.
+  error = cudaFuncSetAttribute(band_attention<HeadDim>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
   if (error != cudaSuccess) return error;
   band_attention<HeadDim><<<static_cast<unsigned>(blocks), sliding::kThreads, T::kSharedBytes, stream>>>(
       params, view.count, view.order);
