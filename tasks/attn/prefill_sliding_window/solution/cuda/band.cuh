@@ -1,28 +1,41 @@
 // The band's index arithmetic, in one place and in small named functions (host and device), so that the
-// edge tiles can be reasoned through by hand: the worked cases below. Positions are within the sequence;
+// edge tiles can be reasoned through by hand and checked by brute force. Positions are within the sequence;
 // query tile m holds rows [m BM, (m + 1) BM), key tile n keys [n BN, (n + 1) BN).
 //
-// Query i sees keys max(0, i - W) .. i. A query tile sees the union over its rows: keys from its first
-// row's left edge, first_row - W, to its last row (or the sequence's end). Inside that range two kinds of
-// key tile need the element mask, the others are fully visible to every row of the query tile:
-// - the diagonal: a tile holding a key after the query tile's first row (key > query for some row);
-// - the window's left edge: a tile holding a key more than W before the query tile's last row.
-// With BM = 128, BN = 64 and W >= 190 that is two diagonal tiles and two or three edge tiles of the
-// W / 64 + 2 or 3 the query tile reads; with W < 64 every tile read is an edge tile (the band is narrower
-// than a tile), which is correct, only slower than it needs to be.
+// Query i sees keys max(0, i - W) .. i. A run of consecutive rows [r0, r0 + R) (a query tile, or one
+// consumer warpgroup's 64 rows of it) sees the union over its rows: keys from its first row's left edge,
+// r0 - W, to its last row (or the sequence's last token). Inside that range two kinds of key tile need the
+// element mask; every other tile is visible to every one of the R rows:
+// - the diagonal: a tile holding a key after the first row (key > query for some row), tiles n >=
+//   diagonal_tile(r0) = (r0 + 1) / BN;
+// - the window's left edge: a tile holding a key more than W before the last row (key < query - W for some
+//   row), tiles n < edge_end_tile(r0, R) = ceil((r0 + R - 1 - W) / BN) (none when that is <= 0).
+// Rows past the sequence's end count as rows here: masking a tile more than needed is only slower.
 //
-// Worked case, W = 5 (smaller than a tile), query tile 1 (rows 128..255) of a 300-token sequence:
-// first_key_tile = (128 - 5) / 64 = 1, end_key_tile = ceil(256 / 64) = 4: key tiles 1, 2, 3 (keys 64..255).
-// Tile 1 (keys 64..127): its first key 64 < 255 - 5, masked; row 128 sees its keys 123..127, the rows from
-// 133 on none of them. Tile 2 (128..191) and tile 3 (192..255): last key > 128, masked. Warp 0 (rows
-// 128..143) skips tile 3: its first key 192 > 143. Warp 7 (rows 240..255) skips tile 1: its last key 127 <
-// 240 - 5. Row 255 sees 250..255, all in tile 3. Query tile 2 of the same sequence (rows 256..299, 44 of
-// them): first_key_tile = 251 / 64 = 3, end_key_tile = ceil(300 / 64) = 5: tiles 3 and 4, keys 192..299 (the
-// rows of tile 4 past 299 are zero-filled and every row that is stored sees none of them: key > query).
+// The kernel (hopper_band.cuh) reads the query tile's range [first_key_tile, end_key_tile) from its top
+// (the diagonal) down; each consumer warpgroup computes only its own rows' range [rows_first_tile,
+// rows_last_tile] of it and masks only its own edge tiles. The first tile a warpgroup computes is its last,
+// which holds every one of its rows' own key (every row of the warpgroup that is inside the sequence): each
+// row has a finite maximum from its first tile on, and a later tile whose keys a row cannot see (its left
+// edge) leaves that maximum as it is (rescale 2^0 = 1, p = 2^-inf = 0).
 //
-// W = 0: every row sees itself alone; first_key_tile = first_row / BN, the diagonal tiles only. W >= the
-// sequence's length: first_key_tile = 0 and no tile is a left-edge tile (last_row - W < 0): the causal
-// kernel's loop exactly. The host clamps W to T so that no expression here overflows.
+// Worked case, D 128 (BM = BN = 128), Mistral's W = 4095, query tile m >= 32 (rows 128m .. 128m + 127):
+// first_key_tile = (128m - 4095) / 128 = m - 32, end_key_tile = m + 1: 33 tiles. Warpgroup 0 (rows 128m ..
+// 128m + 63): rows_first_tile = m - 32, rows_last_tile = m, diagonal_tile = m, edge_end_tile = ceil((128m +
+// 63 - 4095) / 128) = m - 31: tile m masked, m - 1 .. m - 31 not, m - 32 masked. Warpgroup 1 (rows 128m + 64
+// ..): rows_first_tile = (128m - 4031) / 128 = m - 32, edge_end_tile = ceil((128m - 3968) / 128) = m - 31:
+// the same. 31 of the 33 tiles take no compare.
+//
+// Worked case, D 64 (BM = 128, BN = 64), gpt-oss's W = 127, query tile m >= 1: first_key_tile = (128m -
+// 127) / 64 = 2m - 2, end_key_tile = 2m + 2: the producer loads tiles 2m + 1 .. 2m - 2. Warpgroup 0 (rows
+// 128m .. 128m + 63) computes 2m .. 2m - 2 (tile 2m + 1, keys after all its rows, is skipped): 2m is its
+// diagonal, 2m - 1 (keys 128m - 64 .. 128m - 1) is visible to all its rows (128m + 63 - 127 = 128m - 64), 2m
+// - 2 is its left edge. Warpgroup 1 (rows 128m + 64 .. 128m + 127) computes 2m + 1 .. 2m - 1 (tile 2m - 2,
+// keys more than 127 before all its rows, is skipped): 2m + 1 diagonal, 2m visible, 2m - 1 left edge.
+//
+// W = 0: every row sees itself alone; each warpgroup computes the one tile holding its rows. W >= the
+// sequence's length: first tile 0, no left-edge tile (r0 + R - 1 - W < 0): the causal loop exactly. The host
+// clamps W to T so that no expression here overflows.
 #pragma once
 
 namespace sliding {
@@ -32,38 +45,37 @@ __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / 
 // Query tiles of a sequence of `length` tokens.
 __host__ __device__ constexpr int query_tiles(int length, int block_m) { return ceil_div(length, block_m); }
 
-// The first key tile query tile `q_tile` reads: the one holding its first row's leftmost visible key.
+// The first key tile rows [r0, ...) need: the one holding the first row's leftmost visible key.
+__host__ __device__ constexpr int rows_first_tile(int r0, int window, int block_n) {
+  return r0 > window ? (r0 - window) / block_n : 0;
+}
+
+// The last key tile rows [r0, r0 + rows) need: the one holding the last of them inside the sequence
+// (r0 < length).
+__host__ __device__ constexpr int rows_last_tile(int r0, int rows, int length, int block_n) {
+  return ((r0 + rows < length ? r0 + rows : length) - 1) / block_n;
+}
+
+// The first key tile holding a key after row r0: from there up, the diagonal's mask.
+__host__ __device__ constexpr int diagonal_tile(int r0, int block_n) { return (r0 + 1) / block_n; }
+
+// One past the last key tile holding a key more than W before row r0 + rows - 1: below it, the left
+// edge's mask.
+__host__ __device__ constexpr int edge_end_tile(int r0, int rows, int window, int block_n) {
+  return r0 + rows - 1 - window > 0 ? ceil_div(r0 + rows - 1 - window, block_n) : 0;
+}
+
+// The key tiles query tile `q_tile` reads: [first_key_tile, end_key_tile).
 __host__ __device__ constexpr int first_key_tile(int q_tile, int window, int block_m, int block_n) {
-  const int leftmost = q_tile * block_m - window;
-  return leftmost > 0 ? leftmost / block_n : 0;
+  return rows_first_tile(q_tile * block_m, window, block_n);
 }
-
-// One past the last key tile it reads: keys up to its last row, or the sequence's end.
 __host__ __device__ constexpr int end_key_tile(int q_tile, int length, int block_m, int block_n) {
-  const int rows_end = (q_tile + 1) * block_m < length ? (q_tile + 1) * block_m : length;
-  return ceil_div(rows_end, block_n);
+  return rows_last_tile(q_tile * block_m, block_m, length, block_n) + 1;
 }
 
-// Key tiles it reads: O(W / BN), not O(L / BN).
+// How many: O(W / BN), not O(L / BN). The schedule's cost.
 __host__ __device__ constexpr int band_tiles(int q_tile, int length, int window, int block_m, int block_n) {
   return end_key_tile(q_tile, length, block_m, block_n) - first_key_tile(q_tile, window, block_m, block_n);
-}
-
-// Whether key tile `key_tile` holds a key hidden from some row of query tile `q_tile`: a key after its
-// first row (the diagonal), or a key more than W before its last row (the window's left edge). Rows past
-// the sequence's end count as rows here: masking a tile more than needed is only slower.
-__host__ __device__ constexpr bool tile_needs_mask(int key_tile, int q_tile, int window, int block_m, int block_n) {
-  const int first_row = q_tile * block_m, last_row = first_row + block_m - 1;
-  const int first_key = key_tile * block_n, last_key = first_key + block_n - 1;
-  return last_key > first_row || first_key < last_row - window;
-}
-
-// Whether any of `rows` consecutive queries from `first_query` sees a key of key tile `key_tile`: false
-// when every key is after the last of them, or more than W before the first of them. Warp-uniform when the
-// arguments are: a warp that sees none of a tile skips its math.
-__host__ __device__ constexpr bool rows_see_tile(int first_query, int rows, int key_tile, int window, int block_n) {
-  const int first_key = key_tile * block_n, last_key = first_key + block_n - 1;
-  return first_key <= first_query + rows - 1 && last_key >= first_query - window;
 }
 
 // Key `key` is hidden from query `query`: after it, or more than W before it.

@@ -1,7 +1,7 @@
-// Expert CUDA solution of attn/prefill_sliding_window for the H200 (sm_90a), first version: attn/
-// prefill_causal_gqa's FlashAttention-2 design on mma.sync (its files copied here and adapted, so that this
-// folder builds alone), walking only the band's key tiles (band_tile.cuh, band.cuh) behind the same
-// longest-first tile schedule (schedule.cuh), for head dims 128 and 64.
+// Expert CUDA solution of attn/prefill_sliding_window for the H200 (sm_90a), second version: attn/
+// prefill_causal_gqa's Hopper tile loop (TMA, wgmma, a producer warpgroup and two consumers) made to walk
+// only the band's key tiles (hopper_band.cuh, band.cuh), behind the longest-first tile schedule
+// (schedule.cuh), for head dims 128 and 64.
 //
 // Two launches on the call's stream: schedule_tiles (one CTA) reads cu_seqlens on the device and writes the
 // sorted list of (sequence, query tile) into the workspace; band_attention<D> runs one CTA per listed tile
@@ -17,25 +17,52 @@
 #include <cstring>
 
 #include "d2k/solution.h"
-#include "band_tile.cuh"
+#include "hopper_band.cuh"
 #include "schedule.cuh"
 
 namespace {
 
 using sliding::Params;
 using sliding::ScheduleView;
-using sliding::Shape;
 using sliding::TileWork;
 
-// D 128: one CTA per SM, the tile loop holding 16 rows x 128 of fp32 output and 16 x 64 scores per warp in
-// registers (about 190, no spills), as in FlashAttention-2. D 64: two CTAs per SM (see Shape).
+// D 128: one CTA per SM (160 KB of shared memory); D 64: two (80 KB each). Warpgroup 0 loads, warpgroups 1
+// and 2 compute.
 template <int HeadDim>
-__global__ void __launch_bounds__(sliding::kThreads, Shape<HeadDim>::kMinBlocks)
-    band_attention(Params params, const int* __restrict__ tile_count, const TileWork* __restrict__ order) {
-  extern __shared__ __align__(128) unsigned char shared[];
+__global__ void __launch_bounds__(sliding::kThreads, sliding::Config<HeadDim>::kMinBlocks)
+    band_attention(const __grid_constant__ Params<HeadDim> params, const int* __restrict__ tile_count,
+                   const TileWork* __restrict__ order) {
+  using C = sliding::Config<HeadDim>;
+  using Storage = typename sliding::Traits<HeadDim>::SharedStorage;
+  extern __shared__ unsigned char shared[];
+  auto& smem = *reinterpret_cast<Storage*>((reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023});
   const int entry = static_cast<int>(blockIdx.x) / params.heads;
   if (entry >= *tile_count) return;
-  sliding::run_query_tile<HeadDim>(params, order[entry], static_cast<int>(blockIdx.x) % params.heads, shared);
+  const TileWork work = order[entry];
+  const int head = static_cast<int>(blockIdx.x) % params.heads;
+  const int seq_start = params.cu_seqlens[work.seq];
+  const int length = params.cu_seqlens[work.seq + 1] - seq_start;
+  const sliding::KeyRange range{sliding::first_key_tile(work.q_tile, params.window, sliding::kBlockM, C::kBlockN),
+                                sliding::end_key_tile(work.q_tile, length, sliding::kBlockM, C::kBlockN) - 1};
+  if (threadIdx.x == 0) {
+    using Barrier = cutlass::arch::ClusterBarrier;
+    Barrier::init(&smem.q_full, 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      Barrier::init(&smem.k_full[s], 1);
+      Barrier::init(&smem.v_full[s], 1);
+      Barrier::init(&smem.k_empty[s], sliding::kConsumers);
+      Barrier::init(&smem.v_empty[s], sliding::kConsumers);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<C::kProducerRegisters>();
+    if (threadIdx.x == 0) sliding::producer(params, smem, work, head, seq_start, range);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<C::kConsumerRegisters>();
+    sliding::consumer(params, smem, work, head, seq_start, length, range, static_cast<int>(threadIdx.x) - 128);
+  }
 }
 
 int failed(const d2k_call* call, const char* what) {
@@ -98,13 +125,48 @@ Tensors tensors_of(const d2k_call* call) {
           find(call->outputs, call->num_outputs, "o"), find(call->outputs, call->num_outputs, "lse")};
 }
 
-// One head dim's attention launch: the band kernel's shared memory, then the grid over listed tiles x heads.
+// One head dim's launches: the schedule (its costs count this head dim's key tiles), the TMA descriptors of
+// q, k and v, the band kernel's shared memory, then the grid over listed tiles x heads.
 template <int HeadDim>
-cudaError_t launch_attention(const Params& params, const ScheduleView& view, int64_t blocks, cudaStream_t stream) {
-  constexpr int kShared = Shape<HeadDim>::kSharedBytes;
-  const cudaError_t error = cudaFuncSetAttribute(band_attention<HeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+cudaError_t launch(const Tensors& t, float scale_log2, int window, const ScheduleView& view, int64_t blocks,
+                   cudaStream_t stream) {
+  using T = sliding::Traits<HeadDim>;
+  using sliding::Element;
+  auto gmem = [](const d2k_tensor* x) {
+    return cute::make_tensor(cute::make_gmem_ptr(static_cast<const Element*>(x->data)),
+                             cute::make_shape(static_cast<int32_t>(x->shape[0]), static_cast<int32_t>(x->shape[2]),
+                                              static_cast<int32_t>(x->shape[1])),
+                             cute::make_stride(x->strides[0], cute::_1{}, x->strides[1]));
+  };
+  const auto q = gmem(t.q), k = gmem(t.k), v = gmem(t.v);
+  const Params<HeadDim> params{T::make_tma_q(q),
+                               T::make_tma_kv(k),
+                               T::make_tma_kv(v),
+                               q.shape(),
+                               k.shape(),
+                               static_cast<Element*>(t.o->data),
+                               static_cast<float*>(t.lse->data),
+                               static_cast<const int*>(t.cu->data),
+                               t.o->strides[0],
+                               t.o->strides[1],
+                               t.lse->strides[0],
+                               t.lse->strides[1],
+                               static_cast<int>(t.q->shape[1]),
+                               static_cast<int>(t.q->shape[1] / t.k->shape[1]),
+                               window,
+                               scale_log2};
+  sliding::schedule_tiles<sliding::kBlockM, T::kBlockN><<<1, sliding::kScheduleThreads, 0, stream>>>(
+      params.cu_seqlens, static_cast<int>(t.cu->shape[0] - 1), window, view);
+  cudaError_t error =
+      cudaFuncSetAttribute(band_attention<HeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSharedBytes);
   if (error != cudaSuccess) return error;
-  band_attention<HeadDim><<<static_cast<unsigned>(blocks), sliding::kThreads, kShared, stream>>>(params, view.count, view.order);
+  // All of the SM's unified L1 as shared memory: a carveout the driver might pick for one CTA's 82 KB at D 64
+  // would leave room for only one of the two, and the kernel reads nothing through L1 that matters.
+  error = cudaFuncSetAttribute(band_attention<HeadDim>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
+  if (error != cudaSuccess) return error;
+  band_attention<HeadDim><<<static_cast<unsigned>(blocks), sliding::kThreads, T::kSharedBytes, stream>>>(
+      params, view.count, view.order);
   return cudaGetLastError();
 }
 
@@ -137,32 +199,15 @@ extern "C" int d2k_run(const d2k_call* call) {
   const ScheduleView view{reinterpret_cast<int*>(base + layout.count), reinterpret_cast<TileWork*>(base + layout.order),
                           reinterpret_cast<TileWork*>(base + layout.listing), reinterpret_cast<int*>(base + layout.cost),
                           reinterpret_cast<int*>(base + layout.first_tile), bound};
-  Params params;
-  params.q = static_cast<const __nv_bfloat16*>(t.q->data);
-  params.k = static_cast<const __nv_bfloat16*>(t.k->data);
-  params.v = static_cast<const __nv_bfloat16*>(t.v->data);
-  params.o = static_cast<__nv_bfloat16*>(t.o->data);
-  params.lse = static_cast<float*>(t.lse->data);
-  params.cu_seqlens = static_cast<const int*>(t.cu->data);
-  params.q_token = t.q->strides[0], params.q_head = t.q->strides[1];
-  params.k_token = t.k->strides[0], params.k_head = t.k->strides[1];
-  params.v_token = t.v->strides[0], params.v_head = t.v->strides[1];
-  params.o_token = t.o->strides[0], params.o_head = t.o->strides[1];
-  params.lse_head = t.lse->strides[0], params.lse_token = t.lse->strides[1];
-  params.heads = static_cast<int>(t.q->shape[1]);
-  params.group = static_cast<int>(t.q->shape[1] / t.k->shape[1]);
   // A window of T or more keys is no window at all (no sequence is longer than T): clamped, the band's
   // arithmetic stays far from int overflow.
-  params.window = static_cast<int>(std::min<int64_t>(window->i, tokens));
-  params.scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
-
-  const auto stream = static_cast<cudaStream_t>(call->stream);
-  sliding::schedule_tiles<sliding::kBlockM, sliding::kBlockN>
-      <<<1, sliding::kScheduleThreads, 0, stream>>>(params.cu_seqlens, static_cast<int>(batch), params.window, view);
-  const int64_t blocks = int64_t{bound} * params.heads;
+  const int clamped_window = static_cast<int>(std::min<int64_t>(window->i, tokens));
+  const float scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
+  const int64_t blocks = int64_t{bound} * t.q->shape[1];
   if (blocks >= (int64_t{1} << 31)) return failed(call, "too many query tiles for one grid");
-  const cudaError_t error = t.q->shape[2] == 128 ? launch_attention<128>(params, view, blocks, stream)
-                                                 : launch_attention<64>(params, view, blocks, stream);
+  const auto stream = static_cast<cudaStream_t>(call->stream);
+  const cudaError_t error = t.q->shape[2] == 128 ? launch<128>(t, scale_log2, clamped_window, view, blocks, stream)
+                                                 : launch<64>(t, scale_log2, clamped_window, view, blocks, stream);
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
   return 0;
 }

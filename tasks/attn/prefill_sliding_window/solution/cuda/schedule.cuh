@@ -1,11 +1,11 @@
-// Which query tile each CTA computes, longest first (attn/prefill_causal_gqa's schedule, copied, its cost
-// the band's): query tile m of a sequence reads band_tiles key tiles, W / BN + 2 or 3 once the band is
-// full, fewer for the first tiles of each sequence (whose band is cut by the sequence's start) and for
-// sequences shorter than the window (causal there, growing along the sequence). One small kernel reads
-// cu_seqlens on the device (no host round trip), lists every (sequence, query tile), and sorts the list by
-// descending cost into the workspace; CTA x of the attention kernel then takes entry x / Hq of the list and
-// query head x % Hq, so that the G heads sharing a KV head run side by side and read its tiles through L2
-// once.
+// Which query tile each CTA computes, longest first (attn/prefill_causal_gqa's schedule, its cost the
+// band's): query tile m of a sequence reads band_tiles key tiles, about (W + BM) / BN once the band is full
+// (33 at Mistral's W 4095 with BN 128, 4 at gpt-oss's W 127 with BN 64), fewer for the first tiles of each
+// sequence (whose band is cut by the sequence's start) and for sequences shorter than the window (causal
+// there, growing along the sequence). One small kernel reads cu_seqlens on the device (no host round trip),
+// lists every (sequence, query tile), and sorts the list by descending cost into the workspace; CTA x of the
+// attention kernel then takes entry x / Hq of the list and query head x % Hq, so that the G heads sharing a
+// KV head run side by side and read its tiles through L2 once.
 #pragma once
 
 #include <cstdint>
