@@ -1,23 +1,26 @@
-// Expert CUDA solution of attn/decode_mla for the H200 (sm_90a), first version: split-KV MLA decode on
-// mma.sync.
+// Expert CUDA solution of attn/decode_mla for the H200 (sm_90a), second version: split-KV MLA decode on
+// wgmma and TMA.
 //
-// attend (attend_kernel.cuh) runs one CTA per (sequence, head block, range of split_pages pages): a page of
-// the latent cache is copied once into shared memory and serves S = Q K^T (576 columns) and O = P V (the
-// first 512) for the block's 64 heads (16 at tensor parallel 8). The split count (plan.cuh) fills whole
-// waves of one CTA per SM. A sequence whose pages fit one range writes o and lse itself; the others leave
-// normalized partial outputs and base-2 LSEs in the workspace for merge_splits (merge_kernel.cuh), launched
-// only when the plan splits at all. The plan depends on the shapes and the SM count, never on the lengths,
-// so nothing returns to the host.
+// attend (hopper_decode.cuh) runs one CTA per (sequence, head block, range of split_pages pages): a producer
+// warpgroup copies the head block's queries once and the range's pages (72 KB each) through a two-stage
+// ring with TMA; two consumer warpgroups compute S = Q K^T (576 columns) and O = P V (the first 512, 256
+// each) with wgmma from the same shared-memory copy of each page. With 128 heads the two 64-head blocks of a
+// sequence are a cluster of two CTAs that multicast each page to both. The split count (plan.cuh) fills
+// whole waves of one CTA per SM. A sequence whose pages fit one range writes o and lse itself; the others
+// leave normalized partial outputs and base-2 LSEs in the workspace for merge_splits (merge_kernel.cuh),
+// launched only when the plan splits at all. The plan depends on the shapes and the device, never on the
+// lengths, so nothing returns to the host.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
-#include "attend_kernel.cuh"
 #include "d2k/solution.h"
+#include "hopper_decode.cuh"
 #include "merge_kernel.cuh"
 #include "plan.cuh"
 
@@ -54,8 +57,13 @@ bool chunked_rows(const d2k_tensor& x) {
   return true;
 }
 
-// The head block of a CTA: 64 heads when H is a multiple of 64, else 16.
-int block_rows(int64_t heads) { return heads % 64 == 0 ? 64 : 16; }
+// The kernel configuration for H heads: pairs of 64-head blocks sharing pages (H a multiple of 128), one
+// 64-head block (a multiple of 64), or blocks of 16 heads.
+enum class Kind { kPairs64, kBlocks64, kBlocks16 };
+Kind kind_of(int64_t heads) { return heads % 128 == 0 ? Kind::kPairs64 : heads % 64 == 0 ? Kind::kBlocks64 : Kind::kBlocks16; }
+int block_rows(int64_t heads) { return kind_of(heads) == Kind::kBlocks16 ? 16 : 64; }
+
+constexpr int64_t kInt32Max = (int64_t{1} << 31) - 1;
 
 // Everything the kernels assume, checked: a message naming what is off, or nullptr.
 const char* unsupported(const Tensors& t) {
@@ -74,9 +82,10 @@ const char* unsupported(const Tensors& t) {
   if (t.block_table->shape[0] != batch || t.seq_lens->shape[0] != batch || t.o->shape[0] != batch || t.lse->shape[0] != batch)
     return "q, o, block_table, seq_lens and lse must agree on B";
   if (t.o->shape[1] != heads || t.lse->shape[1] != heads) return "q, o and lse must agree on H";
-  if (heads < 16 || heads % 16 != 0) return "H must be a multiple of 16 (the rows of one mma tile)";
+  if (heads < 16 || heads % 16 != 0) return "H must be a multiple of 16";
   if (batch * heads >= (int64_t{1} << 31) / mla::kValues) return "B H 512 must fit in 31 bits";
   if (t.block_table->shape[1] * mla::kPage >= (int64_t{1} << 31)) return "64 MB must fit in 31 bits";
+  if (t.cache->shape[0] < 1 || t.cache->shape[0] > kInt32Max) return "kv_cache needs between 1 and 2^31 - 1 pages";
   return nullptr;
 }
 
@@ -87,18 +96,71 @@ int sm_count() {
   return sms;
 }
 
-mla::SplitPlan plan_for(const Tensors& t, int sms) {
-  const int64_t rows = block_rows(t.q->shape[1]);
-  return mla::plan_splits(t.q->shape[0], t.q->shape[1] / rows, rows, t.block_table->shape[1], sms);
+using Pairs64 = mla::Config<64, 2>;
+using Blocks64 = mla::Config<64, 1>;
+using Blocks16 = mla::Config<16, 1>;
+
+template <class Cfg>
+cudaLaunchConfig_t launch_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(mla::kThreads);
+  config.dynamicSmemBytes = mla::kSharedBytes;
+  config.stream = stream;
+  if (Cfg::kCluster > 1) {
+    attribute->id = cudaLaunchAttributeClusterDimension;
+    attribute->val.clusterDim.x = Cfg::kCluster;
+    attribute->val.clusterDim.y = 1;
+    attribute->val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  return config;
 }
 
-template <int RowGroups, int ColGroups>
-cudaError_t launch_attend(const mla::Params& p, dim3 grid, cudaStream_t stream) {
-  using Cta = mla::Shape<RowGroups, ColGroups>;
-  const cudaError_t error =
-      cudaFuncSetAttribute(mla::attend<RowGroups, ColGroups>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cta::kSharedBytes);
+// CTAs that run at once: one per SM, in whole clusters (as many as the device can hold at a time).
+int cta_slots(Kind kind, int sms) {
+  if (kind != Kind::kPairs64) return sms;
+  int clusters = 0;
+  if (cudaFuncSetAttribute(mla::attend<Pairs64>, cudaFuncAttributeMaxDynamicSharedMemorySize, mla::kSharedBytes) == cudaSuccess) {
+    cudaLaunchAttribute attribute{};
+    const cudaLaunchConfig_t config = launch_config<Pairs64>(dim3(Pairs64::kCluster), nullptr, &attribute);
+    if (cudaOccupancyMaxActiveClusters(&clusters, mla::attend<Pairs64>, &config) != cudaSuccess) clusters = 0;
+  }
+  (void)cudaGetLastError();  // a refused query is not the call's error: fall back to the SM count
+  if (clusters < 1) clusters = sms / Pairs64::kCluster;
+  return std::max(1, clusters * Pairs64::kCluster);
+}
+
+mla::SplitPlan plan_for(const Tensors& t, int sms) {
+  const int64_t heads = t.q->shape[1], rows = block_rows(heads);
+  return mla::plan_splits(t.q->shape[0], heads / rows, rows, t.block_table->shape[1], cta_slots(kind_of(heads), sms));
+}
+
+// A [X, 576, Y] tensor as TMA sees it (see mla::GmemTensor).
+mla::GmemTensor gmem_view(const d2k_tensor& x, int64_t rows_stride, int64_t outer_stride) {
+  return cute::make_tensor(cute::make_gmem_ptr(static_cast<const mla::Element*>(x.data)),
+                           cute::make_shape(static_cast<int32_t>(x.shape[1]), static_cast<int32_t>(mla::kWidth),
+                                            static_cast<int32_t>(x.shape[0])),
+                           cute::make_stride(rows_stride, cute::_1{}, outer_stride));
+}
+
+template <class Cfg>
+cudaError_t launch_attend(const Tensors& t, const mla::Params& common, dim3 grid, cudaStream_t stream) {
+  // q as (head, column, sequence); the cache as (token, column, page).
+  const mla::GmemTensor q = gmem_view(*t.q, t.q->strides[1], t.q->strides[0]);
+  const mla::GmemTensor cache = gmem_view(*t.cache, t.cache->strides[1], t.cache->strides[0]);
+  using namespace cute;
+  const typename Cfg::KernelParams params{
+      make_tma_copy(SM90_TMA_LOAD{}, q, mla::SmemLayoutBox<Cfg::kRows>{}, Shape<Int<Cfg::kRows>, _64>{}, _1{}),
+      make_tma_copy(typename Cfg::PageLoad{}, cache, mla::SmemLayoutBox<Cfg::kBoxRows>{}, Shape<Int<Cfg::kBoxRows>, _64>{}, _1{}),
+      q.shape(), cache.shape(), common};
+  cudaError_t error = cudaFuncSetAttribute(mla::attend<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, mla::kSharedBytes);
   if (error != cudaSuccess) return error;
-  mla::attend<RowGroups, ColGroups><<<grid, Cta::kThreads, Cta::kSharedBytes, stream>>>(p);
+  cudaLaunchAttribute attribute{};
+  const cudaLaunchConfig_t config = launch_config<Cfg>(grid, stream, &attribute);
+  error = cudaLaunchKernelEx(&config, mla::attend<Cfg>, params);
+  if (error != cudaSuccess) return error;
   return cudaGetLastError();
 }
 
@@ -130,8 +192,6 @@ extern "C" int d2k_run(const d2k_call* call) {
     return failed(call, "the workspace is smaller than asked or not 16-byte aligned");
 
   mla::Params p{};
-  p.q = static_cast<const __nv_bfloat16*>(t.q->data);
-  p.cache = static_cast<const __nv_bfloat16*>(t.cache->data);
   p.block_table = static_cast<const int*>(t.block_table->data);
   p.seq_lens = static_cast<const int*>(t.seq_lens->data);
   p.o = static_cast<__nv_bfloat16*>(t.o->data);
@@ -139,14 +199,13 @@ extern "C" int d2k_run(const d2k_call* call) {
   const int64_t partial_rows = batch * heads * plan.splits;
   p.partial_o = partials > 0 ? static_cast<float*>(call->workspace) : nullptr;
   p.partial_lse = partials > 0 ? p.partial_o + partial_rows * mla::kValues : nullptr;
-  p.q_seq = t.q->strides[0], p.q_head = t.q->strides[1];
-  p.cache_page = t.cache->strides[0], p.cache_token = t.cache->strides[1];
   p.table_seq = t.block_table->strides[0], p.table_page = t.block_table->strides[1];
   p.seq_lens_stride = t.seq_lens->strides[0];
   p.o_seq = t.o->strides[0], p.o_head = t.o->strides[1];
   p.lse_seq = t.lse->strides[0], p.lse_head = t.lse->strides[1];
   p.heads = static_cast<int>(heads);
-  p.head_blocks = static_cast<int>(heads / block_rows(heads));
+  p.rows = block_rows(heads);
+  p.head_blocks = static_cast<int>(heads / p.rows);
   p.splits = plan.splits;
   p.split_pages = plan.split_pages;
   p.scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
@@ -154,7 +213,12 @@ extern "C" int d2k_run(const d2k_call* call) {
   if (plan.splits > 65535) return failed(call, "more than 65535 splits");
   const auto stream = static_cast<cudaStream_t>(call->stream);
   const dim3 grid(static_cast<unsigned>(batch * p.head_blocks), static_cast<unsigned>(plan.splits));
-  cudaError_t error = block_rows(heads) == 64 ? launch_attend<4, 2>(p, grid, stream) : launch_attend<1, 8>(p, grid, stream);
+  cudaError_t error = cudaSuccess;
+  switch (kind_of(heads)) {
+    case Kind::kPairs64: error = launch_attend<Pairs64>(t, p, grid, stream); break;
+    case Kind::kBlocks64: error = launch_attend<Blocks64>(t, p, grid, stream); break;
+    case Kind::kBlocks16: error = launch_attend<Blocks16>(t, p, grid, stream); break;
+  }
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
   if (plan.splits > 1) mla::merge_splits<<<static_cast<unsigned>(batch * heads), mla::kMergeThreads, 0, stream>>>(p);
   error = cudaGetLastError();
