@@ -354,6 +354,10 @@ __global__ void __launch_bounds__(kThreads, 2) cross_entropy_persistent(Args a) 
       __syncthreads();
       if (tid < 32) {
         p = warp_merge(tid < kWarps ? warp_partials[tid] : Partial{-INFINITY, 0.0f});
+        // Lane 0's pair to every peer: the butterfly leaves the lanes' sums a rounding apart (merge's
+        // first product is fused into its add, so merge(a, b) and merge(b, a) can differ in the last
+        // bit), and every CTA of the cluster must merge the same pairs.
+        p = {__shfl_sync(0xffffffffu, p.max, 0), __shfl_sync(0xffffffffu, p.sum, 0)};
         if (tid < cluster_size) *cluster.map_shared_rank(&cluster_partials[phase][rank], tid) = p;
       }
       cluster.sync();
