@@ -3,7 +3,7 @@
 // Memory-bound: the floor is one read of the counted rows' logits and one write of every row's gradient.
 // Persistent clusters: a row is split over the C CTAs of a cluster (C of 1, 2, 4 or 8, the fewest that
 // fit), two CTAs per SM, and each cluster walks the rows cid, cid + G, cid + 2G, ... (G clusters, as many
-// as fit on the device at once). Each CTA keeps a ring of S slices (S of 2 to 4) in shared memory, filled
+// as fit on the device at once). Each CTA keeps a ring of S slices (S of 1 to 4) in shared memory, filled
 // by cp.async 16 bytes at a time, S rows ahead: while it reduces one row and writes its gradient, the
 // next S rows stream in, so DRAM never waits for a CTA's serial phases (reduction, cluster barrier) and no
 // CTA is launched per row. A thread copies the slice's vectors it will itself use, so the ring needs no
@@ -27,7 +27,7 @@
 // the logits tensor (the elements outside the row, a neighbour's or padding, are read and replaced by -inf
 // in registers, never written), element by element otherwise (the tensor's first and last bytes); they are
 // stored element by element, never outside the row. A vocabulary too wide for eight CTAs' shared memory
-// (over about 460 000) takes a plain two-pass kernel.
+// (over about 262 000) takes a plain two-pass kernel.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
