@@ -76,7 +76,7 @@ struct SharedStorage {
   array_aligned<Element, cosize_v<SmemLayoutQ>, 1024> q;
   array_aligned<Element, cosize_v<SmemLayoutKV>, 1024> k;
   array_aligned<Element, cosize_v<SmemLayoutKV>, 1024> v;
-  uint64_t q_full;
+  uint64_t q_full, q_empty;  // Q's tile: loaded / free for the next work item
   uint64_t k_full[kStages], k_empty[kStages];
   uint64_t v_full[kStages], v_empty[kStages];
 };
@@ -164,8 +164,10 @@ __device__ __forceinline__ void softmax_tile(Frag& s, float (&row_max)[2], float
   }
 }
 
+// One work item (query tile, head) of the producer; `item` counts this CTA's items (Q's barrier phase), the
+// rings carry on from the item before.
 __device__ __forceinline__ void producer(const Params& p, SharedStorage& smem, const TileWork& work, int head,
-                                         int seq_start, int key_tiles) {
+                                         int seq_start, int key_tiles, int item, Ring& k_ring, Ring& v_ring) {
   const int kv_head = head / p.group;
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), SmemLayoutKV{});
@@ -188,10 +190,6 @@ __device__ __forceinline__ void producer(const Params& p, SharedStorage& smem, c
   auto& tVgV = get<0>(tma_v);
   auto& tVsV = get<1>(tma_v);
 
-  TxBarrier::arrive_and_expect_tx(&smem.q_full, kQBytes);
-  copy(p.tma_q.with(smem.q_full), tQgQ, tQsQ);
-
-  Ring k_ring, v_ring;
   auto load_k = [&](int n) {
     Barrier::wait(&smem.k_empty[k_ring.stage], k_ring.phase ^ 1);
     TxBarrier::arrive_and_expect_tx(&smem.k_full[k_ring.stage], kTileBytes);
@@ -204,8 +202,13 @@ __device__ __forceinline__ void producer(const Params& p, SharedStorage& smem, c
     copy(p.tma_v.with(smem.v_full[v_ring.stage]), tVgV(_, n), tVsV(_, v_ring.stage));
     v_ring.advance();
   };
-  // The consumers' order: K of the last tile, then K of tile n - 1 before V of tile n, V of tile 0 last.
+  // The consumers' order: K of the last tile, then K of tile n - 1 before V of tile n, V of tile 0 last. The
+  // first K goes ahead of Q: it needs only a free K stage, while Q's tile is free only once both consumers
+  // have issued the last S of the item before.
   load_k(key_tiles - 1);
+  Barrier::wait(&smem.q_empty, (item & 1) ^ 1);
+  TxBarrier::arrive_and_expect_tx(&smem.q_full, kQBytes);
+  copy(p.tma_q.with(smem.q_full), tQgQ, tQsQ);
   for (int n = key_tiles - 1; n > 0; --n) {
     load_k(n - 1);
     load_v(n);
@@ -213,9 +216,10 @@ __device__ __forceinline__ void producer(const Params& p, SharedStorage& smem, c
   load_v(0);
 }
 
-// `thread`: 0..255 over the two consumer warpgroups.
+// One work item of the consumers; `thread`: 0..255 over the two consumer warpgroups.
 __device__ __forceinline__ void consumer(const Params& p, SharedStorage& smem, const TileWork& work, int head,
-                                         int seq_start, int length, int key_tiles, int thread) {
+                                         int seq_start, int length, int key_tiles, int thread, int item, Ring& k_ring,
+                                         Ring& v_ring) {
   MmaQK mma_qk;
   MmaPV mma_pv;
   auto thr_qk = mma_qk.get_thread_slice(thread);
@@ -250,8 +254,7 @@ __device__ __forceinline__ void consumer(const Params& p, SharedStorage& smem, c
     for (int i = 0; i < size(tOrO); ++i) tOrO(i) *= rescale[fragment_half(i)];
   };
 
-  Ring k_ring, v_ring;
-  Barrier::wait(&smem.q_full, 0);
+  Barrier::wait(&smem.q_full, item & 1);
 
   // The diagonal tile (the last the tile reads): S, the causal mask, the softmax.
   {
@@ -260,7 +263,10 @@ __device__ __forceinline__ void consumer(const Params& p, SharedStorage& smem, c
     issue_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
-    if (signals) Barrier::arrive(&smem.k_empty[k_ring.stage]);
+    if (signals) {
+      Barrier::arrive(&smem.k_empty[k_ring.stage]);
+      if (key_tiles == 1) Barrier::arrive(&smem.q_empty);  // the item's last S: Q may be replaced
+    }
     k_ring.advance();
     const int query0 = work.q_tile * kBlockM + row;
     CUTLASS_PRAGMA_UNROLL
@@ -277,7 +283,10 @@ __device__ __forceinline__ void consumer(const Params& p, SharedStorage& smem, c
     issue_gemm<false>(mma_pv, tOrP, tOrVt(_, _, _, v_ring.stage), tOrO);
     warpgroup_wait<1>();  // S_n is done; P V may still run
     warpgroup_fence_operand(tSrS);
-    if (signals) Barrier::arrive(&smem.k_empty[k_ring.stage]);
+    if (signals) {
+      Barrier::arrive(&smem.k_empty[k_ring.stage]);
+      if (n == 0) Barrier::arrive(&smem.q_empty);  // the item's last S: the next item's Q may load
+    }
     k_ring.advance();
     softmax_tile(tSrS, row_max, row_sum, rescale, p.scale_log2);
     warpgroup_wait<0>();
@@ -294,6 +303,7 @@ __device__ __forceinline__ void consumer(const Params& p, SharedStorage& smem, c
   warpgroup_wait<0>();
   warpgroup_fence_operand(tOrO);
   if (signals) Barrier::arrive(&smem.v_empty[v_ring.stage]);
+  v_ring.advance();
 
   // Normalize once, round once, store the rows inside the sequence, and the LSE (natural log).
   float inverse[2], lse[2];

@@ -1,6 +1,6 @@
-// Expert CUDA solution of attn/prefill_causal_gqa for the H200 (sm_90a), second version: a Hopper tile loop
-// (hopper_tile.cuh: TMA, wgmma, a producer warpgroup and two consumers) behind a longest-first tile schedule
-// (schedule.cuh).
+// Expert CUDA solution of attn/prefill_causal_gqa for the H200 (sm_90a), third version: the Hopper tile loop
+// (hopper_tile.cuh: TMA, wgmma, a producer warpgroup and two consumers) in persistent CTAs over a
+// longest-first list of work items (schedule.cuh).
 //
 // Two launches on the call's stream: schedule_tiles (one CTA) reads cu_seqlens on the device and writes the
 // sorted list of (sequence, query tile) into the workspace; prefill_attention runs one CTA per listed tile
@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,22 +25,23 @@ using prefill::Params;
 using prefill::ScheduleView;
 using prefill::TileWork;
 
-// One CTA per SM (165 KB of shared memory): warpgroup 0 loads, warpgroups 1 and 2 compute.
+// Persistent: one CTA per SM (165 KB of shared memory) walks the longest-first list of work items (query tile,
+// head) in rounds of one item per CTA, CTA i taking item i of even rounds and item G - 1 - i of odd ones (G
+// CTAs): a plain stride would give CTA 0 the costliest item of every round, a snake evens the sums out.
+// Warpgroup 0 loads, warpgroups 1 and 2 compute. The rings and Q's barriers carry on from one item to the
+// next, so the next item's Q and first K tiles load while the consumers finish the item before (its last
+// P V and its stores).
 __global__ void __launch_bounds__(prefill::kThreads, 1)
     prefill_attention(const __grid_constant__ Params params, const int* __restrict__ tile_count,
                       const TileWork* __restrict__ order) {
   extern __shared__ unsigned char shared[];
   auto& smem = *reinterpret_cast<prefill::SharedStorage*>((reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023});
-  const int entry = static_cast<int>(blockIdx.x) / params.heads;
-  if (entry >= *tile_count) return;
-  const TileWork work = order[entry];
-  const int head = static_cast<int>(blockIdx.x) % params.heads;
-  const int seq_start = params.cu_seqlens[work.seq];
-  const int length = params.cu_seqlens[work.seq + 1] - seq_start;
-  const int key_tiles = prefill::key_tiles(work.q_tile, length, prefill::kBlockM, prefill::kBlockN);
+  const int items = *tile_count * params.heads;
+  if (static_cast<int>(blockIdx.x) >= items) return;  // (then also every later round's item)
   if (threadIdx.x == 0) {
     using Barrier = cutlass::arch::ClusterBarrier;
     Barrier::init(&smem.q_full, 1);
+    Barrier::init(&smem.q_empty, prefill::kConsumers);
     for (int s = 0; s < prefill::kStages; ++s) {
       Barrier::init(&smem.k_full[s], 1);
       Barrier::init(&smem.v_full[s], 1);
@@ -49,12 +51,33 @@ __global__ void __launch_bounds__(prefill::kThreads, 1)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
+  // Each side's loop sits inside its own register reallocation (ptxas sizes the code a setmaxnreg dominates
+  // by its count; a loop shared by both sides would be held to the launch's 168 and spill).
+  const int grid = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
+  const auto for_each_item = [&](auto&& body) {
+    for (int item = 0;; ++item) {
+      const int x = item * grid + (item % 2 == 0 ? cta : grid - 1 - cta);
+      if (x >= items) return;
+      const TileWork work = order[x / params.heads];
+      const int seq_start = params.cu_seqlens[work.seq];
+      const int length = params.cu_seqlens[work.seq + 1] - seq_start;
+      body(item, work, x % params.heads, seq_start, length,
+           prefill::key_tiles(work.q_tile, length, prefill::kBlockM, prefill::kBlockN));
+    }
+  };
+  prefill::Ring k_ring, v_ring;
   if (threadIdx.x < 128) {
     cutlass::arch::warpgroup_reg_dealloc<prefill::kProducerRegisters>();
-    if (threadIdx.x == 0) prefill::producer(params, smem, work, head, seq_start, key_tiles);
+    if (threadIdx.x != 0) return;
+    for_each_item([&](int item, const TileWork& work, int head, int seq_start, int, int key_tiles) {
+      prefill::producer(params, smem, work, head, seq_start, key_tiles, item, k_ring, v_ring);
+    });
   } else {
     cutlass::arch::warpgroup_reg_alloc<prefill::kConsumerRegisters>();
-    prefill::consumer(params, smem, work, head, seq_start, length, key_tiles, static_cast<int>(threadIdx.x) - 128);
+    for_each_item([&](int item, const TileWork& work, int head, int seq_start, int length, int key_tiles) {
+      prefill::consumer(params, smem, work, head, seq_start, length, key_tiles, static_cast<int>(threadIdx.x) - 128, item,
+                        k_ring, v_ring);
+    });
   }
 }
 
@@ -175,8 +198,13 @@ extern "C" int d2k_run(const d2k_call* call) {
       <<<1, prefill::kScheduleThreads, 0, stream>>>(static_cast<const int*>(t.cu->data), static_cast<int>(batch), view);
   cudaError_t error = cudaFuncSetAttribute(prefill_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, prefill::kSharedBytes);
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
-  const int64_t blocks = int64_t{bound} * params.heads;
-  if (blocks >= (int64_t{1} << 31)) return failed(call, "too many query tiles for one grid");
+  const int64_t items = int64_t{bound} * params.heads;
+  if (items >= (int64_t{1} << 31)) return failed(call, "too many work items");
+  int device = 0, sms = 0;
+  error = cudaGetDevice(&device);
+  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
+  const int64_t blocks = std::min<int64_t>(items, sms);
   prefill_attention<<<static_cast<unsigned>(blocks), prefill::kThreads, prefill::kSharedBytes, stream>>>(params, view.count, view.order);
   error = cudaGetLastError();
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
