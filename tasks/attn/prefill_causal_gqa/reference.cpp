@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "reference/inputs.hpp"
@@ -21,6 +22,11 @@ namespace {
 
 // The largest score matrix one chunk builds: 2^28 elements (0.5 GiB in bf16, 2 GiB in float64).
 constexpr int64_t kScoreElements = int64_t{1} << 28;
+
+// One sequence of a packed [T, H, D] tensor as the [1, H, L, D] view torch's attention kernels take.
+at::Tensor per_head(const at::Tensor& x, int64_t start, int64_t length) {
+  return x.narrow(0, start, length).transpose(0, 1).unsqueeze(0);
+}
 
 // Each sequence's [start, end) in the packed tokens, read on the host.
 std::vector<std::pair<int64_t, int64_t>> sequences_of(const at::Tensor& cu_seqlens) {
@@ -96,37 +102,29 @@ class PrefillCausalGqa : public TaskCode {
     const at::Tensor& cu_seqlens = inputs.at("cu_seqlens");
     const double scale = scalars.f("softmax_scale");
     const auto spans = sequences_of(cu_seqlens);
-    if (q.is_cuda()) {
-      // cuDNN's attention per sequence, [1, H, L, D] views of the packed tensors, K and V with their own Hkv
-      // heads (cuDNN takes grouped heads as they are), the LSE asked for: torch's fastest path for these
-      // shapes (what SDPA picks with enable_gqa, which returns no LSE; docs/results/2026-12-02-h200-memory-bound-v2.md).
-      const int64_t heads = q.size(1);
-      at::Tensor o = at::empty_like(q);
-      at::Tensor lse = at::empty({heads, q.size(0)}, q.options().dtype(at::kFloat));
-      for (const auto& [start, end] : spans) {
-        const int64_t length = end - start;
-        const auto per_head = [&](const at::Tensor& x) { return x.narrow(0, start, length).transpose(0, 1).unsqueeze(0); };
-        const auto result = at::_scaled_dot_product_cudnn_attention(per_head(q), per_head(k), per_head(v), {},
-                                                                    /*compute_log_sumexp=*/true, 0.0, /*is_causal=*/true,
-                                                                    /*return_debug_mask=*/false, scale);
-        o.narrow(0, start, length).copy_(std::get<0>(result)[0].transpose(0, 1));
-        lse.narrow(1, start, length).copy_(std::get<1>(result).reshape({heads, length}));
-      }
-      return {{"o", o}, {"lse", lse}};
-    }
-    // cpu: torch's flash kernel per sequence, [1, H, L, D] views, which returns the LSE [1, Hq, L].
-    const int64_t tokens = q.size(0), heads = q.size(1);
+    // Per sequence on [1, H, L, D] views: on cuda cuDNN's attention, K and V with their own Hkv heads (cuDNN
+    // takes grouped heads as they are), the LSE asked for: torch's fastest path for these shapes (what SDPA
+    // picks with enable_gqa, which returns no LSE; docs/results/2026-12-02-h200-memory-bound-v2.md). On the
+    // cpu torch's flash kernel, K and V repeated to Hq heads. Both give the LSE as [1, Hq, L] (or [1, Hq, L, 1]).
+    const int64_t tokens = q.size(0), heads = q.size(1), group = heads / k.size(1);
     at::Tensor o = at::empty_like(q);
     at::Tensor lse = at::empty({heads, tokens}, q.options().dtype(at::kFloat));
     for (const auto& [start, end] : spans) {
       const int64_t length = end - start;
-      const auto per_head = [&](const at::Tensor& x) { return x.narrow(0, start, length).transpose(0, 1).unsqueeze(0); };
-      const int64_t group = heads / k.size(1);
-      const auto [out, row_lse] = at::_scaled_dot_product_flash_attention_for_cpu(
-          per_head(q), per_head(k).repeat_interleave(group, 1), per_head(v).repeat_interleave(group, 1), 0.0,
-          /*is_causal=*/true, {}, scale);
+      at::Tensor out, row_lse;
+      if (q.is_cuda()) {
+        const auto result = at::_scaled_dot_product_cudnn_attention(per_head(q, start, length), per_head(k, start, length),
+                                                                    per_head(v, start, length), {},
+                                                                    /*compute_log_sumexp=*/true, 0.0, /*is_causal=*/true,
+                                                                    /*return_debug_mask=*/false, scale);
+        out = std::get<0>(result), row_lse = std::get<1>(result);
+      } else {
+        std::tie(out, row_lse) = at::_scaled_dot_product_flash_attention_for_cpu(
+            per_head(q, start, length), per_head(k, start, length).repeat_interleave(group, 1),
+            per_head(v, start, length).repeat_interleave(group, 1), 0.0, /*is_causal=*/true, {}, scale);
+      }
       o.narrow(0, start, length).copy_(out[0].transpose(0, 1));
-      lse.narrow(1, start, length).copy_(row_lse[0]);
+      lse.narrow(1, start, length).copy_(row_lse.reshape({heads, length}));
     }
     return {{"o", o}, {"lse", lse}};
   }

@@ -193,18 +193,19 @@ extern "C" int d2k_run(const d2k_call* call) {
       static_cast<int>(t.q->shape[1] / t.k->shape[1]),
       static_cast<float>(scale->f * 1.4426950408889634)};
 
-  const auto stream = static_cast<cudaStream_t>(call->stream);
-  prefill::schedule_tiles<prefill::kBlockM, prefill::kBlockN>
-      <<<1, prefill::kScheduleThreads, 0, stream>>>(static_cast<const int*>(t.cu->data), static_cast<int>(batch), view);
-  cudaError_t error = cudaFuncSetAttribute(prefill_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, prefill::kSharedBytes);
-  if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
+  // Every host-side query and check first, so that the two launches go back to back.
   const int64_t items = int64_t{bound} * params.heads;
   if (items >= (int64_t{1} << 31)) return failed(call, "too many work items");
   int device = 0, sms = 0;
-  error = cudaGetDevice(&device);
+  cudaError_t error = cudaGetDevice(&device);
   if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error == cudaSuccess)
+    error = cudaFuncSetAttribute(prefill_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, prefill::kSharedBytes);
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
   const int64_t blocks = std::min<int64_t>(items, sms);
+  const auto stream = static_cast<cudaStream_t>(call->stream);
+  prefill::schedule_tiles<prefill::kBlockM, prefill::kBlockN>
+      <<<1, prefill::kScheduleThreads, 0, stream>>>(static_cast<const int*>(t.cu->data), static_cast<int>(batch), view);
   prefill_attention<<<static_cast<unsigned>(blocks), prefill::kThreads, prefill::kSharedBytes, stream>>>(params, view.count, view.order);
   error = cudaGetLastError();
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
