@@ -129,7 +129,10 @@ std::optional<NcuWrap> make_ncu_wrap(const std::string& metrics, int launch_coun
   if (!ncu) return std::nullopt;
   NcuWrap wrap;
   wrap.ncu = *ncu;
-  wrap.args = {"--csv", "--print-units", "base", "--launch-count", std::to_string(launch_count), "--metrics", metrics};
+  // --clock-control none: ncu's default locks the GPU's clocks at base for the profiled launches; d2k leaves
+  // the clocks alone (they are the machine's, and a profile at base clocks would not show the timed run).
+  wrap.args = {"--csv", "--print-units", "base", "--clock-control", "none", "--launch-count", std::to_string(launch_count),
+               "--metrics", metrics};
   wrap.report = report;
   // The CUDA toolkit's `bin/ncu` is a script that looks for its installation beside the toolkit or under
   // /opt/nvidia; both are made visible (read-only), with the folder the name on PATH resolves to.

@@ -52,6 +52,7 @@ TEST(Ncu, FoundOnPathWithItsInstallationReadOnlyAndItsOptions) {
   };
   EXPECT_EQ(after("--launch-count"), "7");
   EXPECT_EQ(after("--metrics"), "a.sum,b.pct");
+  EXPECT_EQ(after("--clock-control"), "none");  // the GPU's clocks are never locked by a profile
   EXPECT_NE(std::find(args.begin(), args.end(), "--csv"), args.end());
   // The installation the link resolves to, and the link's own folder.
   EXPECT_NE(std::find(wrap->read.begin(), wrap->read.end(), fs::canonical(root / "cuda-13.0")), wrap->read.end());
