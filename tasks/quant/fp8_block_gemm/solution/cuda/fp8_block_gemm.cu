@@ -4,9 +4,10 @@
 // accumulator of one K block is promoted into an fp32 register sum with both scales (the mainloop's
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
-// output tiles are too few for 132 SMs unless K is split. Large M is compute bound: 128 x 128 tiles, a
-// 1 x 2 cluster multicasting the token tile, persistent CTAs. gemm_kernels.cuh holds the two kernel
-// types; this file checks the call, picks one by M and runs it.
+// output tiles are too few for 132 SMs unless K is split: smallm_kernel.cuh's weight stream (M <= 64; a
+// split of the K loop over every SM, one launch, no fix-up wait). Large M is compute bound: 128 x 128
+// tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs (gemm_kernels.cuh, CUTLASS; its
+// stream-K SmallM type stays as the small-M fallback). This file checks the call, picks one by M and runs it.
 // Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
 // wgmma across such a call (warning C7510: the mainloop loses its MMA overlap). The build sets no NDEBUG.
 #ifndef NDEBUG

@@ -3,11 +3,12 @@
 // C^T = B A^T per 128-wide K block: the weight is wgmma's A operand (64 output channels per consumer
 // warpgroup), the tokens its B operand (N = M padded to 8, 16, 32 or 64; TMA zero-fills the rows past M
 // and cp.async the scales past M, so padding contributes exact zeros). Work is divided as smallm_plan.cuh
-// says: G = min(SMs, units) CTAs, each a contiguous range of (128-channel slab, K block) units.
+// says: G = min(SMs, ceil(units / 4)) CTAs, each a contiguous range of (128-channel slab, K block) units.
 //
 // A CTA (384 threads, one per SM):
 // - warpgroup 0: one thread issues, per unit, a TMA of the weight's 128 x 128 box (EVICT_FIRST: read
-//   once), a TMA of the tokens' Mpad x 128 box (EVICT_LAST: every CTA reads them), and cp.async copies of
+//   once), a TMA of the tokens' Mpad x 128 box (normal priority: every CTA reads them, and LRU keeps a
+//   block of at most 8 KB that 132 CTAs read at about the same time), and cp.async copies of
 //   the unit's token scales (sa's column, Mpad floats) and weight scale (one float) into a ring of
 //   stages. A stage's full barrier completes on the TMA bytes and one cp.async arrival; its empty barrier
 //   on one arrival per consumer warp.
@@ -16,15 +17,17 @@
 //   fp32: DeepSeek-V3's per-block rule.
 // - At the end of a segment (the part of one slab in the CTA's range) the sum goes through shared memory,
 //   transposed to [token][channel], and out: bf16 rows of C when the CTA holds the whole slab, else an fp32
-//   partial into the workspace and an arrival on the slab's counter.
+//   partial into the workspace and the partial slot's flag raised.
 // - When its whole range is streamed, the CTA reduces its share of each shared slab it touched: it waits
-//   for the slab's c contributors to arrive, sums its 1/c of the slab's outputs over the c partials in
-//   contributor order (deterministic) and writes bf16. Every CTA arrives on all its slabs before it waits
-//   on any, and the launch is cooperative (all CTAs resident), so no wait can hold up a contributor.
+//   for the flags of the slab's c contributors, sums its 1/c of the slab's outputs over the c partials in
+//   contributor order (deterministic) and writes bf16. Every CTA raises all its flags before it waits on
+//   any, and the launch is cooperative (all CTAs resident), so no wait can hold up a contributor.
 //
-// Counters: 64-bit words (epoch << 32 | arrivals) in the workspace; the host gives every call a new epoch
-// (never 0xFFFFFFFF, the harness's poison), and an arrival that finds another epoch starts the count again
-// at 1. Nothing needs clearing before a call or resetting after it.
+// Flags instead of counters: each partial slot has a 32-bit flag in the workspace, set (release) to the
+// call's epoch once the partial is written; a reducer waits (acquire) until its slab's c flags hold the
+// epoch. The host gives every call a new epoch (never 0xFFFFFFFF, the harness's poison), so a flag left by
+// an earlier call or the poison never counts, and nothing is cleared before a call or reset after it. No
+// atomics: a slab's contributors never contend on one word.
 #pragma once
 
 #include <cuda.h>
@@ -56,7 +59,7 @@ constexpr int kNamedBarrier = 1;       // the consumers' barrier (0 is __syncthr
 
 // L2 cache hints of the TMA loads (createpolicy encodings CUTLASS names TMA::CacheHintSm90).
 constexpr uint64_t kEvictFirst = 0x12F0000000000000ull;
-constexpr uint64_t kEvictLast = 0x14F0000000000000ull;
+constexpr uint64_t kEvictNormal = 0x1000000000000000ull;
 
 template <int kN, int kStages>
 struct alignas(1024) Shared {
@@ -90,7 +93,7 @@ struct Params {
   const float* sa;         // [KB][sa_ld], token contiguous
   const float* sb;         // [slabs][KB]
   __nv_bfloat16* c;        // [M][N]
-  unsigned long long* counters;  // one per slab
+  uint32_t* flags;         // one per partial slot (2 G)
   float* partials;         // 2 G slots of M x 128
   int m, n, sa_ld;
   Plan plan;
@@ -151,6 +154,23 @@ __device__ __forceinline__ void mma(uint64_t da, uint64_t db, float (&acc)[kN / 
                                        std::make_index_sequence<kN / 2>{});
 }
 
+// mbarrier wait (phase parity) and arrive, with memory clobbers: the compiler must not move the stage's
+// shared-memory reads (the scales) above the wait or below the release.
+__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void arrive_barrier(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
 __device__ __forceinline__ void named_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNamedBarrier), "n"(kConsumerThreads) : "memory");
 }
@@ -169,26 +189,18 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// One arrival of this call on a slab's counter.
-__device__ __forceinline__ void arrive_counter(unsigned long long* counter, uint32_t epoch) {
-  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(counter);
-  while (true) {
-    const unsigned long long want = counter_after_arrival(seen, epoch);
-    const unsigned long long before = atomicCAS(counter, seen, want);
-    if (before == seen) break;
-    seen = before;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -202,11 +214,11 @@ __device__ __forceinline__ void produce(const Params& p, Shared<kN, kStages>& sm
   uint32_t phase = 0;
   int s = u0 / kb_count, kb = u0 - s * kb_count;
   for (int u = u0; u < u1; ++u) {
-    cutlass::arch::ClusterBarrier::wait(&sm.empty[stage], phase ^ 1);
+    wait_barrier(&sm.empty[stage], phase ^ 1);
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&sm.full[stage], kTx);
     cute::SM90_TMA_LOAD_2D::copy(&p.weight_map, &sm.full[stage], kEvictFirst, sm.weight[stage], kb * kKBlock,
                                  s * kSlab);
-    cute::SM90_TMA_LOAD_2D::copy(&p.token_map, &sm.full[stage], kEvictLast, sm.tokens[stage], kb * kKBlock, 0);
+    cute::SM90_TMA_LOAD_2D::copy(&p.token_map, &sm.full[stage], kEvictNormal, sm.tokens[stage], kb * kKBlock, 0);
     const float* column = p.sa + static_cast<int64_t>(kb) * p.sa_ld;
 #pragma unroll
     for (int c = 0; c < kN / 4; ++c) {
@@ -228,22 +240,25 @@ __device__ __forceinline__ void produce(const Params& p, Shared<kN, kStages>& sm
 __device__ __forceinline__ void reduce_share(const Params& p, int cta, int s, int t) {
   const Contributors who = contributors(p.plan, s);
   if (who.count == 1) return;  // a whole slab: written at the end of its segment
-  if (t == 0) {
-    const unsigned long long done = counter_complete(p.epoch, who.count);
-    while (load_acquire(p.counters + s) != done) __nanosleep(32);
+  // Contributor q's slot: the first contributor's may be its head or its tail slot; every later one
+  // starts its range inside slab s, so s is its head.
+  const int slot0 = partial_slot(p.plan, who.first, s);
+  if (t < 32) {  // one warp waits for the c flags, a lane for every 32nd
+    for (int q = t; q < who.count; q += 32) {
+      const uint32_t* flag = p.flags + (q == 0 ? slot0 : 2 * (who.first + q));
+      while (load_acquire(flag) != p.epoch) __nanosleep(32);
+    }
+    __syncwarp();
     __threadfence();
   }
   named_sync();
-  // Contributor q's slot: the first contributor's may be its head or its tail slot; every later one
-  // starts its range inside slab s, so s is its head.
-  const int64_t slot0 = partial_slot(p.plan, who.first, s);
   const int j = cta - who.first;
   const int begin = share_begin(j, who.count, p.m), end = share_begin(j + 1, who.count, p.m);
   const int n0 = s * kSlab;
   const int64_t stride = slot_floats(p.m) / 4;  // float4s per slot
   const float4* base = reinterpret_cast<const float4*>(p.partials);
   for (int f = begin + t; f < end; f += kConsumerThreads) {
-    float4 total = __ldcg(base + slot0 * stride + f);
+    float4 total = __ldcg(base + static_cast<int64_t>(slot0) * stride + f);
     for (int q = 1; q < who.count; ++q) {
       const float4 v = __ldcg(base + static_cast<int64_t>(2 * (who.first + q)) * stride + f);
       total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
@@ -277,7 +292,7 @@ __device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm
     for (int i = 0; i < kV; ++i) sum[i] = 0.0f;
 
     for (int kb = k0; kb < k1; ++kb) {
-      cutlass::arch::ClusterBarrier::wait(&sm.full[stage], phase);
+      wait_barrier(&sm.full[stage], phase);
       const uint64_t da = operand_desc(weight_base + stage * kWeightBoxBytes);
       const uint64_t db = operand_desc(token_base + stage * (kN * kKBlock));
 #pragma unroll
@@ -300,7 +315,7 @@ __device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm
         scale[2 * j + 1] = v.y * weight_scale;
       }
       __syncwarp();
-      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&sm.empty[stage]);
+      if (lane == 0) arrive_barrier(&sm.empty[stage]);
 #pragma unroll
       for (int i = 0; i < kV; ++i) sum[i] = fmaf(acc[i], scale[2 * (i / 4) + i % 2], sum[i]);
       if (++stage == kStages) stage = 0, phase ^= 1;
@@ -326,8 +341,9 @@ __device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm
       }
       named_sync();  // the staging tile is read before the next segment writes it
     } else {
-      // A partial slab: fp32 into this CTA's slot, then one arrival on the slab's counter.
-      float4* slot = reinterpret_cast<float4*>(p.partials + static_cast<int64_t>(partial_slot(p.plan, cta, s)) * slot_floats(p.m));
+      // A partial slab: fp32 into this CTA's slot, then the slot's flag.
+      const int slot_index = partial_slot(p.plan, cta, s);
+      float4* slot = reinterpret_cast<float4*>(p.partials + static_cast<int64_t>(slot_index) * slot_floats(p.m));
       for (int f = t; f < p.m * (kSlab / 4); f += kConsumerThreads) {
         const int m = f / (kSlab / 4), c4 = (f % (kSlab / 4)) * 4;
         __stcg(slot + f, *reinterpret_cast<const float4*>(&sm.staging[m * kStagingStride + c4]));
@@ -336,7 +352,7 @@ __device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm
       named_sync();
       if (t == 0) {
         __threadfence();
-        arrive_counter(p.counters + s, p.epoch);
+        store_release(p.flags + slot_index, p.epoch);
       }
     }
   }
@@ -429,12 +445,12 @@ inline size_t workspace_size(int m, int n, int k) {
   return static_cast<size_t>(workspace_bytes(plan_for(n, k), m));
 }
 
-// A new epoch per call: 1 .. 0xFFFFFFFE (0xFFFFFFFF is the poison's high half).
+// A new epoch per call: 1 .. 0xFFFFFFFE (0xFFFFFFFF is the poison).
 inline uint32_t next_epoch() {
   static std::atomic<uint32_t> epoch{0};
   uint32_t e = epoch.load(std::memory_order_relaxed), next;
   do {
-    next = e >= 0xFFFFFFFEu ? 1u : e + 1u;
+    next = epoch_after(e);
   } while (!epoch.compare_exchange_weak(e, next, std::memory_order_relaxed));
   return next;
 }
@@ -494,8 +510,8 @@ inline cudaError_t run(const void* a, const float* sa, const void* b, const floa
   params.sa = sa;
   params.sb = sb;
   params.c = static_cast<__nv_bfloat16*>(c);
-  params.counters = static_cast<unsigned long long*>(workspace);
-  params.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + counters_bytes(params.plan));
+  params.flags = static_cast<uint32_t*>(workspace);
+  params.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + flags_bytes(params.plan));
   params.m = m;
   params.n = n;
   params.sa_ld = sa_ld;

@@ -5,7 +5,8 @@
 // a unit is one (slab, K block). The U = slabs x KB units, slab-major, are cut into G contiguous ranges of
 // floor(U / G) or ceil(U / G) units, one per CTA. A CTA's range is a run of segments, one per slab it
 // touches: whole slabs inside it, possibly a partial slab at either end. A slab touched by c > 1 CTAs is
-// "shared": each of them writes an fp32 partial and the c of them reduce it together at the end.
+// "shared": each of them writes an fp32 partial and raises its slot's flag; at the end each of the c waits
+// for the c flags and reduces its 1/c of the slab.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +30,17 @@ struct Plan {
   int grid;   // G CTAs, 1 <= G <= units
 };
 
+// At least kMinUnits units per CTA: a tiny problem (the smoke shapes: 24 and 128 units) is latency
+// bound, and a CTA streams 4 units in one DRAM round trip as fast as 1, with a quarter of the partials.
+constexpr int kMinUnits = 4;
+
 SMALLM_HD Plan make_plan(int n, int k, int ctas) {
   Plan p;
   p.slabs = (n + kSlab - 1) / kSlab;
   p.kb = k / kKBlock;
   p.units = p.slabs * p.kb;
-  p.grid = ctas < p.units ? ctas : p.units;
+  const int wanted = (p.units + kMinUnits - 1) / kMinUnits;
+  p.grid = ctas < wanted ? ctas : wanted;
   if (p.grid < 1) p.grid = 1;
   return p;
 }
@@ -73,23 +79,19 @@ SMALLM_HD int share_begin(int j, int c, int m) {
   return static_cast<int>(static_cast<int64_t>(j) * (m * (kSlab / 4)) / c);
 }
 
-// Bytes of the workspace: one 64-bit counter per slab (rounded up to 256 bytes), then 2 G partial slots
-// of M x 128 fp32.
-SMALLM_HD int64_t counters_bytes(const Plan& p) { return (static_cast<int64_t>(p.slabs) * 8 + 255) / 256 * 256; }
+// Bytes of the workspace: one 32-bit flag per partial slot (2 G, rounded up to 256 bytes), then the 2 G
+// partial slots of M x 128 fp32.
+SMALLM_HD int64_t flags_bytes(const Plan& p) { return (static_cast<int64_t>(p.grid) * 2 * 4 + 255) / 256 * 256; }
 SMALLM_HD int64_t slot_floats(int m) { return static_cast<int64_t>(m) * kSlab; }
 SMALLM_HD int64_t workspace_bytes(const Plan& p, int m) {
-  return counters_bytes(p) + 2 * static_cast<int64_t>(p.grid) * slot_floats(m) * 4;
+  return flags_bytes(p) + 2 * static_cast<int64_t>(p.grid) * slot_floats(m) * 4;
 }
 
-// The counters carry the call's epoch in their high half: a word from another call (or the harness's
-// 0xFF poison) counts as zero arrivals.
-SMALLM_HD uint64_t counter_after_arrival(uint64_t seen, uint32_t epoch) {
-  const uint64_t base = (seen >> 32) == epoch ? seen : (static_cast<uint64_t>(epoch) << 32);
-  return base + 1;
-}
-SMALLM_HD uint64_t counter_complete(uint32_t epoch, int count) {
-  return (static_cast<uint64_t>(epoch) << 32) | static_cast<uint32_t>(count);
-}
+// A slot's flag holds the epoch of the call that last wrote its partial. The host gives every call a new
+// epoch in [1, 0xFFFFFFFE]: the harness's poison (0xFFFFFFFF), zeros and every earlier call's flags differ
+// from it, so nothing has to be cleared before a call or reset after it.
+constexpr uint32_t kMaxEpoch = 0xFFFFFFFEu;
+SMALLM_HD uint32_t epoch_after(uint32_t epoch) { return epoch >= kMaxEpoch ? 1u : epoch + 1u; }
 
 // The m64nNk32 wgmma accumulator, per thread of the warpgroup (0..127): value i is at row (channel within
 // the warpgroup's 64) 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2) and column (token) 8 (i / 4) + 2 (t % 4)
