@@ -4,9 +4,10 @@
 // accumulator of one K block is promoted into an fp32 register sum with both scales (the mainloop's
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
-// output tiles are too few for 132 SMs unless K is split. Large M is compute bound: 128 x 128 tiles, a
-// 1 x 2 cluster multicasting the token tile, persistent CTAs. gemm_kernels.cuh holds the two kernel
-// types; this file checks the call, picks one by M and runs it.
+// output tiles are too few for 132 SMs unless K is split: smallm_kernel.cuh's weight stream (M <= 64; a
+// split of the K loop over every SM, one launch, no fix-up wait). Large M is compute bound: 128 x 128
+// tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs (gemm_kernels.cuh, CUTLASS; its
+// stream-K SmallM type stays as the small-M fallback). This file checks the call, picks one by M and runs it.
 // Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
 // wgmma across such a call (warning C7510: the mainloop loses its MMA overlap). The build sets no NDEBUG.
 #ifndef NDEBUG
@@ -19,9 +20,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 
 #include "d2k/solution.h"
 #include "gemm_kernels.cuh"
+#include "smallm_kernel.cuh"
 
 namespace {
 
@@ -210,12 +213,21 @@ auto dispatch(const Problem& p, F&& f) {
   return f(fp8_block_gemm::LargeM{});
 }
 
+// M <= 64 runs smallm_kernel.cuh's weight stream; the CUTLASS stream-K kernel (SmallM) stays as the
+// path for operands it refuses (pointers not 16-byte aligned, a grid that cannot be resident at once).
+bool small_m(const Problem& p) { return p.m >= 1 && p.m <= 64; }
+
+bool small_m_supported(const Problem& p) {
+  return small_m(p) && fp8_block_gemm::smallm::supports(p.a, p.sa, p.b, p.sb, p.c, p.m);
+}
+
 }  // namespace
 
 extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
   Problem p;
   if (read_problem(call, &p) != 0) return 1;
   *bytes = dispatch(p, [&](auto kernel) { return workspace_of<decltype(kernel)>(p); });
+  if (small_m(p)) *bytes = std::max(*bytes, fp8_block_gemm::smallm::workspace_size(p.m, p.n, p.k));
   return 0;
 }
 
@@ -223,5 +235,19 @@ extern "C" int d2k_run(const d2k_call* call) {
   Problem p;
   if (read_problem(call, &p) != 0) return 1;
   if (p.m == 0) return 0;
+  if (small_m_supported(p)) {
+    const cudaError_t error =
+        fp8_block_gemm::smallm::run(p.a, p.sa, p.b, p.sb, p.c, p.m, p.n, p.k, p.sa_ld, call->workspace,
+                                    call->workspace_bytes, static_cast<cudaStream_t>(call->stream));
+    if (error == cudaSuccess) return 0;
+    // Refused before launching (the grid does not fit at once, a tensor map TMA does not take): the
+    // CUTLASS path. A launch that failed is an error.
+    if (error != cudaErrorCooperativeLaunchTooLarge && error != cudaErrorInvalidValue)
+      return fail(call, "quant/fp8_block_gemm: the small-M kernel failed to launch: %s", cudaGetErrorString(error));
+    cudaGetLastError();
+    static bool said = false;  // once per process: the trace's log says which path ran
+    if (!said) std::fprintf(stderr, "quant/fp8_block_gemm: small-M kernel refused (%s); CUTLASS stream-K runs\n", cudaGetErrorString(error));
+    said = true;
+  }
   return dispatch(p, [&](auto kernel) { return run<decltype(kernel)>(call, p); });
 }
