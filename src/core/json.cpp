@@ -219,7 +219,7 @@ void to_json(json& j, const SecondClockReport& value) {
   j = json{{"available", value.available},         {"unavailable", value.unavailable},
            {"event_ms", value.event_ms},           {"busy_ms", value.busy_ms},
            {"other_context", value.other_context}, {"between_calls", value.between_calls},
-           {"contexts_created", value.contexts_created}};
+           {"contexts_created", value.contexts_created}, {"before_calls", value.before_calls}};
 }
 void from_json(const json& j, SecondClockReport& value) {
   expect_object(j, "second clock");
@@ -230,6 +230,7 @@ void from_json(const json& j, SecondClockReport& value) {
   read_optional(j, "other_context", value.other_context);
   read_optional(j, "between_calls", value.between_calls);
   read_optional(j, "contexts_created", value.contexts_created);
+  read_optional(j, "before_calls", value.before_calls);
 }
 
 void to_json(json& j, const TimingReport& value) {

@@ -128,7 +128,7 @@ class Evaluation {
   void checked_call();
   void seeded_calls();
   void timing();
-  void verification(TimingReport& report);
+  void verification_calls(Stage stage, int calls, SecondClockReport& second);
   void noop_call();
   void release();
 
@@ -466,6 +466,9 @@ void Evaluation::timing() {
   std::optional<ClockReading> before;
   if (sensor_) before = sensor_->read();
   TimingReport report;
+  SecondClockReport second;
+  verification_calls(Stage::timing, kVerificationCallsBefore, second);
+  second.before_calls = static_cast<int>(second.busy_ms.size());
   try {
     report.samples_ms = measure(request_.device, timed_call, hooks(true, ClockMark::timed_begin, ClockMark::timed_end), call_.stream,
                                 request_.timing);
@@ -494,7 +497,10 @@ void Evaluation::timing() {
                                                                               : sensor_->unavailable());
   }
   stage(Stage::verification);
-  verification(report);
+  verification_calls(Stage::verification, kVerificationCallsAfter, second);
+#ifdef D2K_WITH_CUDA
+  if (request_.device == Device::cuda) report.second_clock = second;
+#endif
   report.calls = copies_->calls();
   report.rotation_sets = copies_->sets();
   report.rotation_bytes = copies_->bytes();
@@ -549,33 +555,32 @@ void Evaluation::release() {
   if (!failure.empty()) evidence_.send(FrameKind::failure, WorkerFailure{WorkerStatus::runtime_error, Stage::release, failure});
 }
 
-// cuda: a few more calls, each between events as in the timed loop, under the second clock (CUPTI's
-// records of the device's work): the orchestrator compares the two (eval/checks.cpp). They are timed
-// calls like the others: patched, checked after, and their outputs may come back.
-void Evaluation::verification(TimingReport& report) {
+// cuda: a few more calls (`calls`, in `stage`), each between events as in the timed loop, under the second
+// clock (CUPTI's records of the device's work), added to `second`: the orchestrator compares the two
+// (eval/checks.cpp). They are timed calls like the others: patched, checked after, and their outputs may
+// come back. Run before the timed loop and after it (kVerificationCallsBefore says why).
+void Evaluation::verification_calls(Stage stage, int calls, SecondClockReport& second) {
 #ifdef D2K_WITH_CUDA
   if (request_.device != Device::cuda) return;
-  SecondClockReport second;
   if (!kernel_clock_) {
     second.unavailable = kernel_clock_unavailable_;
-    report.second_clock = second;
     return;
   }
   kernel_clock_->resume();
   CudaEvent start, end;
-  for (int i = 0; i < kVerificationCalls; ++i) {
+  for (int i = 0; i < calls; ++i) {
     copies_->before_call(call_);
     before_call();
     kernel_clock_->begin_window(stream_->get());
     check_cuda(cudaEventRecord(start.get(), stream_->get()), "cudaEventRecord");
     const int code = library_.run(&call_);
     check_cuda(cudaEventRecord(end.get(), stream_->get()), "cudaEventRecord");
-    if (auto left = leftover_threads(threads_before_)) rejected(Stage::verification, *left);
-    if (auto fault = device_error()) failed(Stage::verification, fmt::format("d2k_run caused a device error: {}", *fault));
+    if (auto left = leftover_threads(threads_before_)) rejected(stage, *left);
+    if (auto fault = device_error()) failed(stage, fmt::format("d2k_run caused a device error: {}", *fault));
     kernel_clock_->end_window();
-    if (code != 0) failed(Stage::verification, solution_message("d2k_run", code));
+    if (code != 0) failed(stage, solution_message("d2k_run", code));
     second.event_ms.push_back(elapsed_ms(start, end));
-    after_call(Stage::verification);
+    after_call(stage);
     copies_->after_call();
   }
   const KernelClockReport seen = kernel_clock_->collect();
@@ -585,11 +590,11 @@ void Evaluation::verification(TimingReport& report) {
     second.busy_ms.push_back(static_cast<double>(window.busy_ns) * 1e-6);
     second.other_context += window.other_context;
   }
-  second.between_calls = seen.kernels_between_windows;
-  second.contexts_created = seen.contexts_created;
-  report.second_clock = second;
+  second.between_calls += seen.kernels_between_windows;
+  second.contexts_created.insert(second.contexts_created.end(), seen.contexts_created.begin(),
+                                 seen.contexts_created.end());
 #else
-  (void)report;
+  (void)stage, (void)calls, (void)second;
 #endif
 }
 

@@ -65,14 +65,15 @@ TEST(WorkerProtocol, FailureAndTimingReportRoundTrip) {
   clocks.available = true;
   clocks.after.throttle_reasons = 0x4;
   report.clocks = clocks;
-  report.second_clock = SecondClockReport{.available = true, .event_ms = {0.1}, .busy_ms = {0.09}};
+  report.second_clock = SecondClockReport{.available = true, .event_ms = {0.1, 0.2}, .busy_ms = {0.09, 0.19}, .before_calls = 1};
   json j = report;
   const TimingReport back = j.get<TimingReport>();
   EXPECT_EQ(json(back), j);
   ASSERT_TRUE(back.clocks);
   EXPECT_EQ(back.clocks->after.throttle_reasons, 0x4u);
   ASSERT_TRUE(back.second_clock);
-  EXPECT_EQ(back.second_clock->busy_ms, std::vector<double>{0.09});
+  EXPECT_EQ(back.second_clock->busy_ms, (std::vector<double>{0.09, 0.19}));
+  EXPECT_EQ(back.second_clock->before_calls, 1);
   EXPECT_THROW(json({{"stage", "nowhere"}, {"status", "ok"}, {"message", ""}}).get<WorkerFailure>(), Error);
 }
 

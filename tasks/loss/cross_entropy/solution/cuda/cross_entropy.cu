@@ -1,33 +1,20 @@
-// Expert CUDA solution of loss/cross_entropy for the H200 (sm_90a), version 2.
+// Expert CUDA solution of loss/cross_entropy for the H200 (sm_90a).
 //
 // Memory-bound: the floor is one read of the counted rows' logits and one write of every row's gradient.
-// Persistent clusters: a row is split over the C CTAs of a cluster (C of 1, 2, 4 or 8, the fewest that
-// fit), two CTAs per SM, and each cluster walks the rows cid, cid + G, cid + 2G, ... (G clusters, as many
-// as fit on the device at once). Each CTA keeps a ring of S slices (S of 1 to 4) in shared memory, filled
-// by cp.async 16 bytes at a time, S rows ahead: while it reduces one row and writes its gradient, the
-// next S rows stream in, so DRAM never waits for a CTA's serial phases (reduction, cluster barrier) and no
-// CTA is launched per row. A thread copies the slice's vectors it will itself use, so the ring needs no
-// barrier: the thread's own cp.async.wait_group is the only synchronization on the data.
+// A row is split over a cluster of C CTAs (C <= 8). Each thread loads its VPT 16-byte vectors of the row
+// once and keeps them in registers; the thread's (max, sum of exp) pair is reduced over the CTA by
+// shuffles, over the cluster through distributed shared memory (each CTA pushes its pair into every
+// peer's slot, one cluster barrier), and the gradient is computed from the same registers and stored over
+// them: DRAM sees one read and one write. An ignored row stores zeros without reading.
 //
-// Per row, each thread moves its vectors from the ring into registers, takes its max (max.bf16x2, exact)
-// and its sum of 2^((x - max) log2 e), and hands the ring slot back at once (the copy of row k + S is
-// issued into it). The (max, sum) pairs merge by shuffles, across the CTA's warps, then across the
-// cluster: each CTA pushes its pair into slot `rank` of every peer's shared memory (double-buffered by the
-// parity of the row, so a fast CTA's next push never meets a slow peer's merge), one cluster barrier, and
-// every CTA merges the slots in rank order (deterministic). The gradient, 2^((x - max) log2 e - log2 S)
-// times 1 / count, is computed from the registers, rounded in pairs and stored over the vectors it came
-// from: DRAM sees one read and one write. An ignored row stores zeros without reading (no copy is issued).
-//
-// The mean's denominator: every CTA counts the targets itself (N int64 from L2) while its first rows are
-// in flight: one launch, no dependency between kernels. The arithmetic and its rounding points are those
-// of version 1.
+// The mean's denominator (the number of counted rows) comes from a tiny first kernel over the targets.
+// The main kernel is its programmatic dependent launch: it starts at once, loads and reduces its row, and
+// waits for the count (griddepcontrol.wait) only before its first store, so the count costs no pass over
+// the logits and almost no time.
 //
 // Rows need not be 16-byte aligned (V may be odd): a row is covered by the aligned 16-byte vectors that
-// overlap it. The at most two partial vectors at its ends are copied whole where the 16 bytes lie inside
-// the logits tensor (the elements outside the row, a neighbour's or padding, are read and replaced by -inf
-// in registers, never written), element by element otherwise (the tensor's first and last bytes); they are
-// stored element by element, never outside the row. A vocabulary too wide for eight CTAs' shared memory
-// (over about 262 000) takes a plain two-pass kernel.
+// overlap it; the at most two partial ones at its ends are read and written element by element, never
+// outside the row. A vocabulary wider than 8 x 256 x 12 vectors takes a plain two-pass kernel.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -46,27 +33,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxCluster = 8;  // the portable cluster size
-constexpr int kMaxStages = 4;
-constexpr int kMaxVectorsPerThread = 16;
-// Dynamic shared memory per CTA at two CTAs per SM: 228 KB per SM, 1 KB reserved per CTA, about 240 bytes
-// of static shared memory.
-constexpr int kSmemBudget = 112 * 1024;
 constexpr int64_t kIgnoreIndex = -100;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint16_t kNegInfBf16 = 0xff80;
-constexpr uint32_t kNegInf2 = kNegInfBf16 | (uint32_t{kNegInfBf16} << 16);
 
 struct Args {
   uint16_t* logits;  // bf16 bits, [N, V], row stride `stride`, elements contiguous
   const int64_t* targets;
   float* loss;
-  const unsigned* count;  // written by count_kernel (the two-pass path only)
+  const unsigned* count;  // written by count_kernel
   int64_t rows, vocab, stride, target_stride, loss_stride;
-  // The persistent kernel: the logits tensor's extent [begin, end) (a 16-byte vector inside it may be read
-  // whole), the vectors of a CTA's slice of a row, and the ring's slots.
-  const uint16_t* extent_begin;
-  const uint16_t* extent_end;
-  int slice, stages;
 };
 
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -152,265 +128,135 @@ __device__ __noinline__ void store_partial(uint16_t* row, int start, int vocab, 
     if (start + e >= 0 && start + e < vocab) row[start + e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
 }
 
-// The vector with its elements outside the row (start + e outside [0, vocab)) replaced by -inf: the two
-// partial vectors at a row's ends. Inline selects (a call here would make the caller save the row's
-// registers).
-__device__ __forceinline__ uint4 mask_outside(uint4 v, int start, int vocab) {
-  uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const int shift = 16 * (e % 2);
-    const uint32_t masked = (w[e / 2] & ~(0xffffu << shift)) | (uint32_t{kNegInfBf16} << shift);
-    w[e / 2] = static_cast<unsigned>(start + e) < static_cast<unsigned>(vocab) ? w[e / 2] : masked;
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
+// Three CTAs per SM up to VPT 10 (80 registers, no spill: Llama-3's and Qwen's rows), two at VPT 12.
+template <int VPT>
+constexpr int kBlocksPerSm = VPT <= 10 ? 3 : 2;
 
-// A partial vector whose 16 bytes are not all inside the tensor, element by element into the ring. Cold.
-__device__ __noinline__ void copy_partial(const uint16_t* row, int start, int vocab, uint4* slot) {
-  *slot = load_partial(row, start, vocab);
-}
-
-__device__ __forceinline__ void copy16(uint4* slot, const uint16_t* src) {
-  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(src) : "memory");
-}
-
-// A 16-byte store to a 16-byte aligned address (said in PTX: the compiler cannot prove the alignment of a
-// row's vectors and would split the store in four).
-__device__ __forceinline__ void store16(uint16_t* to, uint4 bits) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(to), "r"(bits.x), "r"(bits.y), "r"(bits.z), "r"(bits.w)
-               : "memory");
-}
-
-__device__ __forceinline__ void commit_row() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-// Until at most `pending` of this thread's committed copies (one group per row) are still in flight.
-__device__ __forceinline__ void wait_rows(int pending) {
-  switch (pending) {
-    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
-  }
-}
-
-__device__ __forceinline__ int64_t target_of(const Args& a, int64_t row) {
-  return row < a.rows ? a.targets[row * a.target_stride] : kIgnoreIndex;
-}
-
-// Where a row's vectors are: the row's first element sits `head` elements past a 16-byte boundary, so the
-// row overlaps `covered` aligned vectors; vector g holds elements [8 g - head, 8 g - head + 8).
-struct RowView {
-  uint16_t* ptr;
-  int head, covered;
-};
-
-__device__ __forceinline__ RowView view_of(const Args& a, int64_t row) {
-  RowView r;
-  r.ptr = a.logits + row * a.stride;
-  r.head = static_cast<int>((reinterpret_cast<uintptr_t>(r.ptr) & 15) >> 1);
-  r.covered = (r.head + static_cast<int>(a.vocab) + 7) >> 3;
-  return r;
-}
-
-// This thread's copies of the CTA's slice of `row` (vectors first + local, local = tid + i * kThreads) into
-// the ring slot; the caller commits them as one group.
-template <int IMAX>
-__device__ __forceinline__ void issue_row(const Args& a, int64_t row, uint4* slot, int first) {
-  const RowView r = view_of(a, row);
-  const int vocab = static_cast<int>(a.vocab);
-  const int limit = min(a.slice, r.covered - first);
-#pragma unroll
-  for (int i = 0; i < IMAX; ++i) {
-    const int local = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (local >= limit) continue;
-    const int start = 8 * (first + local) - r.head;
-    const uint16_t* src = r.ptr + start;  // 16-byte aligned
-    if ((start >= 0 && start <= vocab - 8) || (src >= a.extent_begin && src + 8 <= a.extent_end)) {
-      copy16(slot + local, src);
-    } else {
-      copy_partial(r.ptr, start, vocab, slot + local);
-    }
-  }
-}
-
-// Persistent: cluster cid of G (gridDim.x / C) takes rows cid, cid + G, ...; the CTA of rank r holds
-// vectors [r K, r K + K) of each (K = slice), at most IMAX per thread. Two CTAs per SM.
-template <int IMAX>
-__global__ void __launch_bounds__(kThreads, 2) cross_entropy_persistent(Args a) {
-  extern __shared__ uint4 ring[];  // [stages][slice]
-  __shared__ Partial warp_partials[kWarps];
-  __shared__ Partial cluster_partials[2][kMaxCluster];
-  __shared__ float row_max, row_log_sum, row_bias;
-  __shared__ unsigned warp_counts[kWarps];
-
+// One row per cluster of C CTAs (C divides the grid); VPT 16-byte vectors per thread, held in registers.
+// Indices within a row are 32-bit (V < 2^28).
+template <int VPT>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_kernel(Args args) {
   const cg::cluster_group cluster = cg::this_cluster();
   const int cluster_size = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t cid = blockIdx.x / cluster_size;
-  const int64_t clusters = gridDim.x / cluster_size;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int vocab = static_cast<int>(a.vocab);
-  const int stages = a.stages, slice = a.slice;
-  const int first = rank * slice;
+  const int64_t row = blockIdx.x / cluster_size;
+  const int64_t target64 = args.targets[row * args.target_stride];
+  uint16_t* row_ptr = args.logits + row * args.stride;
+  const int vocab = static_cast<int>(args.vocab);
+  // The aligned vectors that overlap the row: the thread's j-th holds elements [start_j, start_j + 8) of
+  // the row, start_j = start + 8 * kThreads * j; head elements of the first lie before the row.
+  const int head = static_cast<int>((reinterpret_cast<uintptr_t>(row_ptr) & 15) >> 1);
+  const int start = 8 * (rank * kThreads * VPT + static_cast<int>(threadIdx.x)) - head;
+  constexpr int kStep = 8 * kThreads;
 
-  // The first `stages` rows' copies, one group each (empty for an ignored row or past the last row); their
-  // targets read first, all at once.
-  int64_t early[kMaxStages];
+  if (target64 == kIgnoreIndex) {
+    // Nothing to read and no count needed; every CTA of the cluster takes this branch, so no cluster
+    // barrier is waited for.
 #pragma unroll
-  for (int s = 0; s < kMaxStages; ++s) early[s] = s < stages ? target_of(a, cid + s * clusters) : kIgnoreIndex;
-#pragma unroll
-  for (int s = 0; s < kMaxStages; ++s) {
-    if (s >= stages) break;
-    if (early[s] != kIgnoreIndex) issue_row<IMAX>(a, cid + s * clusters, ring + s * slice, first);
-    commit_row();
+    for (int j = 0; j < VPT; ++j) {
+      const int at = start + j * kStep;
+      if (at >= 0 && at <= vocab - 8) {
+        *reinterpret_cast<uint4*>(row_ptr + at) = make_uint4(0, 0, 0, 0);
+      } else if (at < vocab && at + 8 > 0) {
+        store_partial(row_ptr, at, vocab, make_uint4(0, 0, 0, 0));
+      }
+    }
+    if (rank == 0 && threadIdx.x == 0) args.loss[row * args.loss_stride] = 0.0f;
+    return;
   }
-  // The target of the row whose copy the first iteration issues.
-  int64_t far_target = target_of(a, cid + stages * clusters);
+  const int target = static_cast<int>(target64);
 
-  // The count of the rows not ignored, while those copies fly: every thread ends with the same sum, taken
-  // in the same order.
-  unsigned mine = 0;
-#pragma unroll 8
-  for (int64_t i = tid; i < a.rows; i += kThreads) mine += a.targets[i * a.target_stride] != kIgnoreIndex;
+  // The loads: all VPT issued before any is used; a vector wholly past the row holds -inf.
+  uint4 v[VPT];
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, offset);
-  if ((tid & 31) == 0) warp_counts[tid >> 5] = mine;
-  __syncthreads();
-  unsigned count = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) count += warp_counts[w];
-  const float unit = 1.0f / static_cast<float>(count);  // used only when a row is counted: count >= 1
-
-  int64_t target = early[0];
-  int slot = 0, phase = 0;
-  for (int64_t row = cid; row < a.rows; row += clusters) {
-    // The next iteration's targets, loaded now and used then.
-    const int64_t next_target = target_of(a, row + clusters);
-    const int64_t next_far_target = target_of(a, row + (stages + 1) * clusters);
-    const RowView r = view_of(a, row);
-    const int limit = min(slice, r.covered - first);  // this CTA's vectors of the row
-    const int origin = 8 * first - r.head;            // the element where the slice begins
-    const bool counted = target != kIgnoreIndex;
-
-    // Pass one, from the ring into registers: the thread's max, then its sum of exp(x - max).
-    uint4 v[IMAX];
-    float m = -INFINITY, s = 0.0f;
-    if (counted) {
-      wait_rows(stages - 1);  // this row's group (the oldest of the `stages` in flight) has landed
-      const uint4* from = ring + slot * slice;
-#pragma unroll
-      for (int i = 0; i < IMAX; ++i) {
-        const int local = tid + i * kThreads;
-        if (local < limit) {
-          v[i] = from[local];
-          const int at = origin + 8 * local;
-          if (at < 0 || at > vocab - 8) v[i] = mask_outside(v[i], at, vocab);
-        } else {
-          v[i] = make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
-        }
-      }
-      uint32_t m2 = kNegInf2;
-#pragma unroll
-      for (int i = 0; i < IMAX; ++i) m2 = hmax2(hmax2(m2, hmax2(v[i].x, v[i].y)), hmax2(v[i].z, v[i].w));
-      m = fmaxf(lo(m2), hi(m2));
-      const float base = m == -INFINITY ? 0.0f : m;  // a thread with nothing: exp(-inf - 0) = 0
-#pragma unroll
-      for (int i = 0; i < IMAX; ++i) {
-        if (tid + i * kThreads >= limit) continue;
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          s += exp2_approx((lo(w[q]) - base) * kLog2e) + exp2_approx((hi(w[q]) - base) * kLog2e);
-      }
-    }
-
-    // The slot is free (its vectors are in registers and used): row + stages * G's copies go into it.
-    const int64_t far_row = row + stages * clusters;
-    if (far_row < a.rows && far_target != kIgnoreIndex) issue_row<IMAX>(a, far_row, ring + slot * slice, first);
-    commit_row();
-
-    if (!counted) {
-      // Zeros without a read; the whole cluster takes this branch (one row), so no barrier is missed.
-#pragma unroll
-      for (int i = 0; i < IMAX; ++i) {
-        const int local = tid + i * kThreads;
-        if (local >= limit) continue;
-        const int at = origin + 8 * local;
-        if (at >= 0 && at <= vocab - 8) {
-          store16(r.ptr + at, make_uint4(0, 0, 0, 0));
-        } else {
-          store_partial(r.ptr, at, vocab, make_uint4(0, 0, 0, 0));
-        }
-      }
-      if (rank == 0 && tid == 0) a.loss[row * a.loss_stride] = 0.0f;
+  for (int j = 0; j < VPT; ++j) {
+    const int at = start + j * kStep;
+    if (at >= 0 && at <= vocab - 8) {
+      v[j] = *reinterpret_cast<const uint4*>(row_ptr + at);
+    } else if (at < vocab && at + 8 > 0) {
+      v[j] = load_partial(row_ptr, at, vocab);
     } else {
-      // CTA, then cluster. The slots of this row are cluster_partials[phase]: a peer pushes the next
-      // counted row's pairs into the other half, and the one after that only once this CTA has passed
-      // the next barrier, after its merge of this row.
-      Partial p = warp_merge({m, s});
-      if ((tid & 31) == 0) warp_partials[tid >> 5] = p;
-      __syncthreads();
-      if (tid < 32) {
-        p = warp_merge(tid < kWarps ? warp_partials[tid] : Partial{-INFINITY, 0.0f});
-        // Lane 0's pair to every peer: the butterfly leaves the lanes' sums a rounding apart (merge's
-        // first product is fused into its add, so merge(a, b) and merge(b, a) can differ in the last
-        // bit), and every CTA of the cluster must merge the same pairs.
-        p = {__shfl_sync(0xffffffffu, p.max, 0), __shfl_sync(0xffffffffu, p.sum, 0)};
-        if (tid < cluster_size) *cluster.map_shared_rank(&cluster_partials[phase][rank], tid) = p;
-      }
-      cluster.sync();
-      if (tid == 0) {
-        Partial total = cluster_partials[phase][0];
-        for (int c = 1; c < cluster_size; ++c) total = merge(total, cluster_partials[phase][c]);
-        row_max = total.max;
-        row_log_sum = logf(total.sum);
-        // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2 S) * (1 / count): log2 S
-        // is small (0 <= log2 S <= log2 V), so the exponent keeps the bits a confident target's
-        // probability minus one needs.
-        row_bias = log2f(total.sum);
-      }
-      __syncthreads();
-      phase ^= 1;
-      const float row_m = row_max, bias = row_bias;
-      const int y = static_cast<int>(target);
+      const uint32_t inf2 = kNegInfBf16 | (uint32_t{kNegInfBf16} << 16);
+      v[j] = make_uint4(inf2, inf2, inf2, inf2);
+    }
+  }
 
-      // The gradient from the registers, stored over them; the thread holding the target writes the loss
-      // from the target's logit and subtracts 1 / count from its element before rounding.
+  // The thread's max (on the packed pairs: bf16 max is exact), then its sum of exp(x - max): x - max is
+  // exact in fp32 for bf16 values of like range.
+  uint32_t m2 = v[0].x;
 #pragma unroll
-      for (int i = 0; i < IMAX; ++i) {
-        const int local = tid + i * kThreads;
-        if (local >= limit) continue;
-        const int at = origin + 8 * local;
-        const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-        float g[8];
+  for (int j = 0; j < VPT; ++j) m2 = hmax2(hmax2(m2, hmax2(v[j].x, v[j].y)), hmax2(v[j].z, v[j].w));
+  const float m = fmaxf(lo(m2), hi(m2));
+  const float base = m == -INFINITY ? 0.0f : m;  // a thread with nothing: exp(-inf - 0) = 0
+  float s = 0.0f;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias)) * unit;
-          g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias)) * unit;
-        }
-        if (static_cast<unsigned>(y - at) < 8u) {
+  for (int j = 0; j < VPT; ++j) {
+    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (at + e != y) continue;
-            const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
-            a.loss[row * a.loss_stride] = (row_m - x_target) + row_log_sum;
-            g[e] -= unit;
-          }
-        }
-        const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
-        if (at >= 0 && at <= vocab - 8) {
-          store16(r.ptr + at, bits);
-        } else {
-          store_partial(r.ptr, at, vocab, bits);
-        }
+    for (int q = 0; q < 4; ++q)
+      s += exp2_approx((lo(w[q]) - base) * kLog2e) + exp2_approx((hi(w[q]) - base) * kLog2e);
+  }
+
+  // CTA, then cluster: each CTA pushes its pair into slot `rank` of every peer, one barrier, then every
+  // CTA merges the slots in rank order (the same result everywhere, the same on every run). After the
+  // barrier no CTA touches a peer's shared memory, so none waits for the others again.
+  __shared__ Partial warp_partials[kWarps];
+  __shared__ Partial cluster_partials[kMaxCluster];
+  __shared__ float row_max, row_log_sum, row_bias, row_unit;
+  Partial p = warp_merge({m, s});
+  if ((threadIdx.x & 31) == 0) warp_partials[threadIdx.x >> 5] = p;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    p = warp_merge(threadIdx.x < kWarps ? warp_partials[threadIdx.x] : Partial{-INFINITY, 0.0f});
+    if (threadIdx.x < cluster_size) *cluster.map_shared_rank(&cluster_partials[rank], threadIdx.x) = p;
+  }
+  cluster.sync();
+  if (threadIdx.x == 0) {
+    Partial total = cluster_partials[0];
+    for (int r = 1; r < cluster_size; ++r) total = merge(total, cluster_partials[r]);
+    // The count: the first kernel's result, visible to this thread after griddepcontrol.wait.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const float count = static_cast<float>(*args.count);
+    row_max = total.max;
+    row_log_sum = logf(total.sum);
+    // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2 S) * (1 / count). log2 S is
+    // small (0 <= log2 S <= log2 V), so the exponent keeps the precision that a confident target's
+    // probability minus one needs; folding log2(count) into it would round it at the magnitude of
+    // log2 count, eight times coarser.
+    row_bias = log2f(total.sum);
+    row_unit = 1.0f / count;
+  }
+  __syncthreads();
+  const float row_m = row_max, bias = row_bias, unit = row_unit;
+
+  // The gradient from the registers, stored over them. The thread that holds the target writes the loss
+  // from the target's logit in its registers and subtracts 1 / count from its element before rounding.
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int at = start + j * kStep;
+    if (at >= vocab || at + 8 <= 0) continue;
+    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+    float g[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias)) * unit;
+      g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias)) * unit;
+    }
+    if (static_cast<unsigned>(target - at) < 8u) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (at + e != target) continue;
+        const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
+        args.loss[row * args.loss_stride] = (row_m - x_target) + row_log_sum;
+        g[e] -= unit;
       }
     }
-
-    target = next_target;
-    far_target = next_far_target;
-    slot = slot + 1 == stages ? 0 : slot + 1;
+    const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
+    if (at >= 0 && at <= vocab - 8) {
+      *reinterpret_cast<uint4*>(row_ptr + at) = bits;
+    } else {
+      store_partial(row_ptr, at, vocab, bits);
+    }
   }
 }
 
@@ -465,119 +311,45 @@ const d2k_tensor* find(const d2k_tensor* list, int32_t count, const char* name) 
   return nullptr;
 }
 
-// Launches the two-pass kernel as the count kernel's programmatic dependent.
-cudaError_t launch_two_pass(const Args& args, cudaStream_t stream) {
-  count_kernel<<<1, 1024, 0, stream>>>(args.targets, args.rows, args.target_stride, const_cast<unsigned*>(args.count));
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+// Launches the main kernel as the count kernel's programmatic dependent, in clusters of `cluster` CTAs.
+template <typename Kernel>
+cudaError_t launch_dependent(Kernel kernel, const Args& args, unsigned blocks, unsigned threads, unsigned cluster,
+                             cudaStream_t stream) {
+  cudaLaunchAttribute attributes[2];
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = cluster;
+  attributes[1].val.clusterDim.y = 1;
+  attributes[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(args.rows));
-  config.blockDim = dim3(1024);
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, cross_entropy_two_pass, args);
+  config.attrs = attributes;
+  config.numAttrs = cluster > 1 ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kernel, args);
 }
 
-// The persistent kernel's shape for a vocabulary: the fewest CTAs per cluster (1, 2, 4, 8) whose slice of
-// the widest row (one that starts 2 bytes past a 16-byte boundary) is at most 16 vectors per thread and
-// leaves room for at least two slots of the ring (then: one slot); the slots, up to four, that fit.
-struct Plan {
-  int vectors_per_thread, cluster, slice, stages;  // vectors_per_thread 0: the two-pass kernel
+// The fewest vectors per thread (of 1, 2, 4, 6, 8, 10, 12) that cover the row with 8 CTAs, then the fewest
+// CTAs with that many. 0: wider than the largest (V over 196 600), the two-pass kernel: 16 vectors per
+// thread would spill.
+struct Shape {
+  int vpt, cluster;
 };
 
-int bucket(int64_t vectors) {
-  for (int b : {1, 2, 4, 8, 10, kMaxVectorsPerThread})
-    if (vectors <= b) return b;
-  return 0;
+Shape shape_for(int64_t vectors) {
+  for (int vpt : {1, 2, 4, 6, 8, 10, 12}) {
+    const int64_t per_cta = static_cast<int64_t>(kThreads) * vpt;
+    if (per_cta * kMaxCluster >= vectors) return {vpt, static_cast<int>((vectors + per_cta - 1) / per_cta)};
+  }
+  return {0, 0};
 }
 
-Plan plan_for(int64_t vocab) {
-  const int64_t covered = (vocab + 7 + 7) / 8;
-  for (int min_stages : {2, 1}) {
-    for (int cluster : {1, 2, 4, 8}) {
-      const int64_t slice = (covered + cluster - 1) / cluster;
-      const int per_thread = bucket((slice + kThreads - 1) / kThreads);
-      if (per_thread == 0) continue;
-      const int64_t stages = std::min<int64_t>(kMaxStages, kSmemBudget / (16 * slice));
-      if (stages >= min_stages)
-        return {per_thread, cluster, static_cast<int>(slice), static_cast<int>(stages)};
-    }
-  }
-  return {0, 0, 0, 0};
-}
-
-// How many clusters of the kernel fit on the device at once (cached per device, kernel, cluster size and
-// shared memory); 0 when none does.
-cudaError_t resident_clusters(const void* kernel, cudaLaunchConfig_t config, int* clusters) {
-  struct Entry {
-    int device;
-    const void* kernel;
-    unsigned cluster;
-    size_t smem;
-    int clusters;
-  };
-  static Entry cache[32];
-  static int used = 0;
-  int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
-  const unsigned cluster = config.numAttrs > 0 ? config.attrs[0].val.clusterDim.x : 1;
-  for (int i = 0; i < used; ++i) {
-    const Entry& e = cache[i];
-    if (e.device == device && e.kernel == kernel && e.cluster == cluster && e.smem == config.dynamicSmemBytes) {
-      *clusters = e.clusters;
-      return cudaSuccess;
-    }
-  }
-  if (cluster > 1) {
-    error = cudaOccupancyMaxActiveClusters(clusters, kernel, &config);
-  } else {
-    int per_sm = 0, sms = 0;
-    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, config.dynamicSmemBytes);
-    if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    *clusters = per_sm * sms;
-  }
-  if (error != cudaSuccess) return error;
-  if (used < 32) cache[used++] = {device, kernel, cluster, config.dynamicSmemBytes, *clusters};
-  return cudaSuccess;
-}
-
-template <int IMAX>
-cudaError_t launch_persistent(Args args, const Plan& plan, cudaStream_t stream, bool* launched) {
-  const void* kernel = reinterpret_cast<const void*>(cross_entropy_persistent<IMAX>);
-  static bool configured[64] = {};
-  int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
-  if (device < 0 || device >= 64 || !configured[device]) {
-    error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBudget);
-    if (error == cudaSuccess)
-      error = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    if (error != cudaSuccess) return error;
-    if (device >= 0 && device < 64) configured[device] = true;
-  }
-  args.slice = plan.slice;
-  args.stages = plan.stages;
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(plan.cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(plan.cluster));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = static_cast<size_t>(plan.slice) * plan.stages * sizeof(uint4);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = plan.cluster > 1 ? 1 : 0;
-  int clusters = 0;
-  error = resident_clusters(kernel, config, &clusters);
-  if (error != cudaSuccess || clusters <= 0) return error;  // none fits: *launched stays false
-  config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(clusters, args.rows) * plan.cluster));
-  *launched = true;
-  return cudaLaunchKernelEx(&config, cross_entropy_persistent<IMAX>, args);
+template <int VPT>
+cudaError_t launch_vpt(const Args& args, int cluster, cudaStream_t stream) {
+  return launch_dependent(cross_entropy_kernel<VPT>, args, static_cast<unsigned>(args.rows * cluster), kThreads,
+                          static_cast<unsigned>(cluster), stream);
 }
 
 }  // namespace
@@ -598,7 +370,7 @@ extern "C" int d2k_run(const d2k_call* call) {
   if (logits->strides[1] != 1) return failed(call, "the logits' elements must be contiguous (stride 1)");
   if (!call->workspace || call->workspace_bytes < sizeof(unsigned)) return failed(call, "no workspace for the count");
 
-  Args args = {};
+  Args args;
   args.logits = static_cast<uint16_t*>(logits->data);
   args.targets = static_cast<const int64_t*>(targets->data);
   args.loss = static_cast<float*>(loss->data);
@@ -609,23 +381,22 @@ extern "C" int d2k_run(const d2k_call* call) {
   args.target_stride = targets->strides[0];
   args.loss_stride = loss->strides[0];
   if (args.rows == 0) return 0;
-  args.extent_begin = args.logits;
-  args.extent_end = args.logits + (args.rows - 1) * args.stride + args.vocab;
   const auto stream = static_cast<cudaStream_t>(call->stream);
 
-  const Plan plan = plan_for(args.vocab);
+  count_kernel<<<1, 1024, 0, stream>>>(args.targets, args.rows, args.target_stride, static_cast<unsigned*>(call->workspace));
+  // The most vectors a row can overlap (a row that starts 2 bytes past a 16-byte boundary).
+  const Shape shape = shape_for((args.vocab + 7 + 7) / 8);
   cudaError_t error = cudaSuccess;
-  bool launched = false;
-  switch (plan.vectors_per_thread) {
-    case 1: error = launch_persistent<1>(args, plan, stream, &launched); break;
-    case 2: error = launch_persistent<2>(args, plan, stream, &launched); break;
-    case 4: error = launch_persistent<4>(args, plan, stream, &launched); break;
-    case 8: error = launch_persistent<8>(args, plan, stream, &launched); break;
-    case 10: error = launch_persistent<10>(args, plan, stream, &launched); break;
-    case 16: error = launch_persistent<16>(args, plan, stream, &launched); break;
-    default: break;
+  switch (shape.vpt) {
+    case 1: error = launch_vpt<1>(args, shape.cluster, stream); break;
+    case 2: error = launch_vpt<2>(args, shape.cluster, stream); break;
+    case 4: error = launch_vpt<4>(args, shape.cluster, stream); break;
+    case 6: error = launch_vpt<6>(args, shape.cluster, stream); break;
+    case 8: error = launch_vpt<8>(args, shape.cluster, stream); break;
+    case 10: error = launch_vpt<10>(args, shape.cluster, stream); break;
+    case 12: error = launch_vpt<12>(args, shape.cluster, stream); break;
+    default: error = launch_dependent(cross_entropy_two_pass, args, static_cast<unsigned>(args.rows), 1024, 1, stream);
   }
-  if (error == cudaSuccess && !launched) error = launch_two_pass(args, stream);
   if (error == cudaSuccess) error = cudaGetLastError();
   if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
   return 0;
