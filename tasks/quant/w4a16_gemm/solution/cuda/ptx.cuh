@@ -1,6 +1,5 @@
-// The few PTX instructions the kernels need, each wrapped once: cp.async into shared memory, ldmatrix,
-// the bf16 tensor-core MMA, the int4 -> bf16 dequantization of two codes, and (version 4) mbarriers and
-// TMA bulk copies.
+// The few PTX instructions the kernel needs, each wrapped once: cp.async into shared memory, ldmatrix,
+// the bf16 tensor-core MMA and the int4 -> bf16 dequantization of two codes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,73 +79,5 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t word, uint32_t scale2)
 // Both halves of the result hold the bf16 at bits 0-15 (low) or 16-31 (high) of `pair`.
 __device__ __forceinline__ uint32_t broadcast_low(uint32_t pair) { return __byte_perm(pair, 0, 0x1010); }
 __device__ __forceinline__ uint32_t broadcast_high(uint32_t pair) { return __byte_perm(pair, 0, 0x3232); }
-
-
-// ---- Version 4's weight stream: mbarriers and TMA bulk copies (sm_90) ----
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-// Makes this thread's mbarrier.init visible to the async proxy (the TMA unit that completes them) and to
-// the rest of the CTA.
-__device__ __forceinline__ void fence_barrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// Orders this thread's (and, after a __syncwarp, its warp's) generic-proxy shared-memory accesses before
-// the async-proxy accesses it issues next (a TMA overwriting a slot the warp has just read).
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-// One arrival that also announces `bytes` of transactions to come (the TMA's complete_tx).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-// Spins until the phase with the given parity has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) global -> shared by the TMA unit, counted on
-// `bar`, with an L2 eviction policy.
-__device__ __forceinline__ void tma_load_1d(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
-}
-
-__device__ __forceinline__ float2 lds_64f(uint32_t address) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(address));
-  return v;
-}
-
-// Two codes, at bits 0-3 and 16-19 of `word` (the caller shifts), as the bf16 pair (128 + q): the nibble
-// OR-ed into the mantissa of 128.0 (bf16 0x4300, whose ulp is 1). Exact; one lop3 for both.
-__device__ __forceinline__ uint32_t biased_pair(uint32_t word) {
-  uint32_t out;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out) : "r"(word), "r"(0x000f000fu), "r"(0x43004300u));
-  return out;
-}
-
-// c = a * b + c0 (m16n8k16, bf16 in, fp32 accumulators), the accumulator input separate from the output.
-__device__ __forceinline__ void mma_bf16_16816_c(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                                 float c0, float c1, float c2, float c3) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %11, %12, %13};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3));
-}
 
 }  // namespace w4a16

@@ -1,12 +1,7 @@
-// Expert solution of quant/w4a16_gemm, version 4 (sm_90a): bf16 tensor cores for every M, a TMA weight
-// stream up to M 16, wgmma from M 64.
+// Expert solution of quant/w4a16_gemm, version 3 (sm_90a): bf16 tensor cores for every M, wgmma from M 64.
 //
-// Three paths, chosen by M (and N) in d2k_run; d2k_prepare lays the weight out for each once.
-// - M up to stream::kMaxM (decode): version 4 (stream.cuh). Per-warp rings of TMA bulk copies of a
-//   prepared chunk order (64 channels x one K group, codes and scales together), swapped mma.sync with the
-//   weight as the 16-row operand, the zero point folded into the group's fp32 sum, split K planned per
-//   shape with a deterministic last-arriver reduction.
-// - M above that and below kHopperMinM (small batches): version 2. The int4 weight and the scales re-laid out
+// Two paths, chosen by M (and N) in d2k_run; d2k_prepare lays the weight out for both once.
+// - M below kHopperMinM (decode, small batches): version 2. The int4 weight and the scales re-laid out
 //   into the order in which mma.sync m16n8k16 consumes them (layout.cuh: one 16-byte load per lane gives
 //   the B registers of 8 MMAs after the lop3 dequantization); a tile by M (gemm.cuh's kernel, three
 //   configurations) and K split across CTAs where the tiles cannot fill the SMs; the split's partials meet
@@ -33,7 +28,6 @@
 #include "gemm.cuh"
 #include "hopper.cuh"
 #include "layout.cuh"
-#include "stream.cuh"
 
 namespace {
 
@@ -63,12 +57,6 @@ struct Prepared {
   uint4* scales = nullptr;
   int* counters = nullptr;
   uint32_t* hopper_weight = nullptr;  // signed int4 in hopper::WeightLayout; null where that path cannot run
-  stream::StreamLayout stream_layout{};
-  uint32_t* stream_weight = nullptr;  // version 4's chunks (stream.cuh); null where that path cannot run
-  // Version 4's plan for each M (index M - 1), made once here: the search takes microseconds of host time,
-  // which d2k_run's timing would count.
-  stream::Plan stream_plans[stream::kMaxM];
-  bool stream_ok[stream::kMaxM] = {};
 };
 
 int fail(const d2k_call* call, const char* format, ...) {
@@ -208,7 +196,6 @@ cudaError_t kernel_info(KernelInfo* info) {
 
 struct Device {
   int sms = 0;
-  int max_smem = 0;  // dynamic shared memory a CTA may opt into
   KernelInfo small, medium, large;
 };
 
@@ -222,11 +209,6 @@ cudaError_t device(const Device** out) {
     if (err == cudaSuccess) err = kernel_info<Small>(&d.small);
     if (err == cudaSuccess) err = kernel_info<Medium>(&d.medium);
     if (err == cudaSuccess) err = kernel_info<Large>(&d.large);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&d.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(stream::w4a16_stream<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, d.max_smem);
-    if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(stream::w4a16_stream<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, d.max_smem);
     return err;
   }();
   *out = &d;
@@ -259,35 +241,6 @@ int plan(const d2k_call* call, const Problem& pr, Plan* out) {
   return 0;
 }
 
-// Version 4 serves M <= 16 where its counters (one per 64-channel block) suffice; 0 with *ok false
-// otherwise (version 2 then runs).
-int stream_plan(const d2k_call* call, const Problem& pr, stream::Plan* out, bool* ok) {
-  *ok = false;
-  if (pr.M > stream::kMaxM) return 0;
-  const stream::StreamLayout L = stream::StreamLayout::of(pr.N, pr.K);
-  if (L.NCG > kCounters) return 0;
-  const Device* d = nullptr;
-  if (cudaError_t err = device(&d); err != cudaSuccess) return fail(call, "device query: %s", cudaGetErrorString(err));
-  *ok = stream::make_plan(pr.M, L, d->sms, d->max_smem, out);
-  return 0;
-}
-
-int stream_run(const d2k_call* call, const Problem& pr, const Prepared* p, const stream::Plan& pl) {
-  const size_t need = stream::workspace_bytes(pl, p->stream_layout, pr.M);
-  if (need > 0 && (!call->workspace || call->workspace_bytes < need))
-    return fail(call, "workspace of %zu bytes, smaller than the %zu d2k_workspace_size asked for", call->workspace_bytes, need);
-  const stream::Params sp{pr.x, reinterpret_cast<const unsigned char*>(p->stream_weight), pr.y,
-                          static_cast<float*>(call->workspace), p->counters, p->stream_layout, pl, pr.M};
-  auto stream = static_cast<cudaStream_t>(call->stream);
-  if (pr.M <= 8)
-    stream::w4a16_stream<1><<<pl.R * pl.P, stream::kThreads, pl.smem, stream>>>(sp);
-  else
-    stream::w4a16_stream<2><<<pl.R * pl.P, stream::kThreads, pl.smem, stream>>>(sp);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail(call, "launch (version 4): %s", cudaGetErrorString(err));
-  return 0;
-}
-
 }  // namespace
 
 extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
@@ -298,13 +251,6 @@ extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
       using Kn = decltype(kn);
       return Kn::Gemm::get_workspace_size(hopper_arguments<Kn>(pr, nullptr));
     });
-    return 0;
-  }
-  stream::Plan sp;
-  bool stream_ok = false;
-  if (stream_plan(call, pr, &sp, &stream_ok) != 0) return 1;
-  if (stream_ok) {
-    *bytes = stream::workspace_bytes(sp, stream::StreamLayout::of(pr.N, pr.K), pr.M);
     return 0;
   }
   Plan pl;
@@ -320,13 +266,12 @@ extern "C" void d2k_release(void* prepared) {
   cudaFree(p->scales);
   cudaFree(p->counters);
   cudaFree(p->hopper_weight);
-  cudaFree(p->stream_weight);
   delete p;
 }
 
-// Re-lays qweight and scales out for version 2 (layout.cuh), for version 4 (stream.cuh) and, where the
-// shape allows, qweight for the wgmma path (hopper.cuh), whatever M (prepare does not know the M of later
-// calls): each is the weight's own size in int4. x holds poison here and is not read.
+// Re-lays qweight and scales out for version 2 (layout.cuh) and, where the shape allows, qweight for the
+// wgmma path (hopper.cuh), whatever M: both are the weight's own size in int4. x holds poison here and
+// is not read.
 extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
   Problem pr;
   if (read_problem(call, &pr) != 0) return 1;
@@ -352,25 +297,6 @@ extern "C" int d2k_prepare(const d2k_call* call, void** prepared) {
       err = cudaGetLastError();
     }
   }
-  p->stream_layout = stream::StreamLayout::of(pr.N, pr.K);
-  if (err == cudaSuccess && p->stream_layout.NCG <= kCounters) {
-    for (int m = 1; m <= stream::kMaxM && err == cudaSuccess; ++m) {
-      Problem at_m = pr;
-      at_m.M = m;
-      bool ok = false;
-      if (stream_plan(call, at_m, &p->stream_plans[m - 1], &ok) != 0) {
-        d2k_release(p);
-        return 1;
-      }
-      p->stream_ok[m - 1] = ok;
-    }
-    err = cudaMalloc(&p->stream_weight, p->stream_layout.bytes());
-    if (err == cudaSuccess) {
-      stream::prepare_stream<<<1024, 256, 0, stream>>>(pr.qweight, reinterpret_cast<const uint16_t*>(pr.scales),
-                                                       p->stream_layout, p->stream_weight);
-      err = cudaGetLastError();
-    }
-  }
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
     d2k_release(p);
@@ -391,8 +317,6 @@ extern "C" int d2k_run(const d2k_call* call) {
     if (!p->hopper_weight) return fail(call, "the wgmma path's weight was not prepared (N %d, K %d)", pr.N, pr.K);
     return hopper_dispatch(pr, [&](auto kn) { return hopper_run<decltype(kn)>(call, pr, p->hopper_weight); });
   }
-  if (pr.M <= stream::kMaxM && p->stream_weight && p->stream_ok[pr.M - 1])
-    return stream_run(call, pr, p, p->stream_plans[pr.M - 1]);
   Plan pl;
   if (plan(call, pr, &pl) != 0) return 1;
   if (pl.workspace_bytes > 0 && (!call->workspace || call->workspace_bytes < pl.workspace_bytes))
