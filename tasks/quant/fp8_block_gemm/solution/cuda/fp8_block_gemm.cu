@@ -4,10 +4,10 @@
 // accumulator of one K block is promoted into an fp32 register sum with both scales (the mainloop's
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
-// output tiles are too few for 132 SMs unless K is split: smallm_kernel.cuh's weight stream (M <= 64; a
-// split of the K loop over every SM, one launch, no fix-up wait). Large M is compute bound: 128 x 128
+// output tiles are too few for 132 SMs unless K is split: smallm_kernel.cuh's weight stream (M <= 64 and a
+// weight of at most 16 MiB; a split of the K loop over every SM, one launch, no fix-up wait). Large M is compute bound: 128 x 128
 // tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs (gemm_kernels.cuh, CUTLASS; its
-// stream-K SmallM type stays as the small-M fallback). This file checks the call, picks one by M and runs it.
+// stream-K SmallM type runs the larger small-M weights and is the stream's fallback). This file checks the call, picks one by M and runs it.
 // Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
 // wgmma across such a call (warning C7510: the mainloop loses its MMA overlap). The build sets no NDEBUG.
 #ifndef NDEBUG
@@ -213,9 +213,16 @@ auto dispatch(const Problem& p, F&& f) {
   return f(fp8_block_gemm::LargeM{});
 }
 
-// M <= 64 runs smallm_kernel.cuh's weight stream; the CUTLASS stream-K kernel (SmallM) stays as the
-// path for operands it refuses (pointers not 16-byte aligned, a grid that cannot be resident at once).
-bool small_m(const Problem& p) { return p.m >= 1 && p.m <= 64; }
+// M <= 64 with a weight of at most 16 MiB runs smallm_kernel.cuh's weight stream; larger weights, and
+// operands the stream refuses (pointers not 16-byte aligned, a grid that cannot be resident at once), the
+// CUTLASS stream-K kernel (SmallM). Measured on the H200 (notes.md, 2026-12-03): the stream has the smaller
+// fixed cost and the lower rate per byte (DRAM at 32% of peak on q_b M 64), so it wins where the weight
+// is small (qkv_a 15 MB at M 64: 18.1 us against 21.6; 1 MB at M 3: 9.6 against 30.1) and loses from
+// 29 MB up (shared_gate_up 22.5 against 21.4, q_b 27.8 against 19.9, o_proj 45.9 against 40.5).
+constexpr long long kStreamMaxWeightBytes = 16ll << 20;
+bool small_m(const Problem& p) {
+  return p.m >= 1 && p.m <= 64 && static_cast<long long>(p.n) * p.k <= kStreamMaxWeightBytes;
+}
 
 bool small_m_supported(const Problem& p) {
   return small_m(p) && fp8_block_gemm::smallm::supports(p.a, p.sa, p.b, p.sb, p.c, p.m);
