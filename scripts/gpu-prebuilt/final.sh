@@ -14,7 +14,7 @@ left() { echo $(( ${BUDGET:-540} - ($(date +%s) - T0) )); }
 source .gpu/env.sh
 R=/tmp/final-results; rm -rf $R; mkdir -p $R
 snap() { tar czf $OUT/results.tgz -C $R . ; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader | tee $R/gpu.txt
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader | tee $R/gpu.txt
 cp .gpu/commit.txt $R/commit.txt  # the commit packed (scripts/gpu-pack), not the machine's git metadata
 repeat=${REPEAT:-1}
 options=(--final --seed "${SEED:-1}")
