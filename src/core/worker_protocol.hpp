@@ -233,7 +233,8 @@ inline constexpr int kVerificationCalls = kVerificationCallsBefore + kVerificati
 
 struct TimingReport {
   std::vector<double> samples_ms;   // one per timed call
-  int64_t calls = 0;                // every patched call: warm-up, timed, verification (patch indices 0..)
+  int64_t calls = 0;                // every patched call, in order (patch indices 0..): verification before,
+                                    // warm-up, timed, verification after
   int rotation_sets = 0;            // copies the timed calls cycled through
   int64_t rotation_bytes = 0;       // their tensor bytes together
   int64_t noop_samples = 0;         // samples of the timing loop run with nothing called, before load

@@ -4,7 +4,8 @@
 // last call's.
 //
 // Copy 0 is the checked call's own tensors; copies 1.. hold the first draw at other addresses. Call i
-// (warm-up calls first, counted from 0) uses copy (i + 1) mod n, so no call finds its inputs where the
+// (counted from 0 in call order: the verification calls before the timed loop, the warm-up, the timed
+// calls, the verification calls after) uses copy (i + 1) mod n, so no call finds its inputs where the
 // call before it did. Before call i, untimed and ahead of the L2 flush: its copy's in-place inputs are
 // restored from their pristine bytes, the swaps of that copy's previous call are undone on its read-only
 // inputs, call i's swaps are applied, its outputs and the workspace are poisoned (0xFF). So every call
