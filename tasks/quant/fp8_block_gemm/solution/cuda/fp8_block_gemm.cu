@@ -4,10 +4,11 @@
 // accumulator of one K block is promoted into an fp32 register sum with both scales (the mainloop's
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
-// output tiles are too few for 132 SMs unless K is split: smallm_kernel.cuh's weight stream (M <= 64 and a
-// weight of at most 16 MiB; a split of the K loop over every SM, one launch, no fix-up wait). Large M is compute bound: 128 x 128
-// tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs (gemm_kernels.cuh, CUTLASS; its
-// stream-K SmallM type runs the larger small-M weights and is the stream's fallback). This file checks the call, picks one by M and runs it.
+// output tiles are too few for 132 SMs unless K is split. For M <= 64 and a weight of at most 16 MiB,
+// smallm_kernel.cuh's stream (the K loop split over every SM, one launch, no fix-up wait); for larger
+// small-M weights, and as the stream's fallback, CUTLASS's stream-K kernel (gemm_kernels.cuh's SmallM).
+// Large M is compute bound: 128 x 128 tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs
+// (gemm_kernels.cuh's LargeM). This file checks the call, picks the kernel and runs it.
 // Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
 // wgmma across such a call (warning C7510: the mainloop loses its MMA overlap). The build sets no NDEBUG.
 #ifndef NDEBUG
@@ -16,11 +17,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 
 #include "d2k/solution.h"
 #include "gemm_kernels.cuh"
@@ -220,12 +221,12 @@ auto dispatch(const Problem& p, F&& f) {
 // is small (qkv_a 15 MB at M 64: 18.1 us against 21.6; 1 MB at M 3: 9.6 against 30.1) and loses from
 // 29 MB up (shared_gate_up 22.5 against 21.4, q_b 27.8 against 19.9, o_proj 45.9 against 40.5).
 constexpr long long kStreamMaxWeightBytes = 16ll << 20;
-bool small_m(const Problem& p) {
+bool stream_path(const Problem& p) {
   return p.m >= 1 && p.m <= 64 && static_cast<long long>(p.n) * p.k <= kStreamMaxWeightBytes;
 }
 
-bool small_m_supported(const Problem& p) {
-  return small_m(p) && fp8_block_gemm::smallm::supports(p.a, p.sa, p.b, p.sb, p.c, p.m);
+bool stream_supported(const Problem& p) {
+  return stream_path(p) && fp8_block_gemm::smallm::supports(p.a, p.sa, p.b, p.sb, p.c, p.m);
 }
 
 }  // namespace
@@ -234,7 +235,7 @@ extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
   Problem p;
   if (read_problem(call, &p) != 0) return 1;
   *bytes = dispatch(p, [&](auto kernel) { return workspace_of<decltype(kernel)>(p); });
-  if (small_m(p)) *bytes = std::max(*bytes, fp8_block_gemm::smallm::workspace_size(p.m, p.n, p.k));
+  if (stream_path(p)) *bytes = std::max(*bytes, fp8_block_gemm::smallm::workspace_size(p.m, p.n, p.k));
   return 0;
 }
 
@@ -242,7 +243,7 @@ extern "C" int d2k_run(const d2k_call* call) {
   Problem p;
   if (read_problem(call, &p) != 0) return 1;
   if (p.m == 0) return 0;
-  if (small_m_supported(p)) {
+  if (stream_supported(p)) {
     const cudaError_t error =
         fp8_block_gemm::smallm::run(p.a, p.sa, p.b, p.sb, p.c, p.m, p.n, p.k, p.sa_ld, call->workspace,
                                     call->workspace_bytes, static_cast<cudaStream_t>(call->stream));
@@ -253,7 +254,9 @@ extern "C" int d2k_run(const d2k_call* call) {
       return fail(call, "quant/fp8_block_gemm: the small-M kernel failed to launch: %s", cudaGetErrorString(error));
     cudaGetLastError();
     static bool said = false;  // once per process: the trace's log says which path ran
-    if (!said) std::fprintf(stderr, "quant/fp8_block_gemm: small-M kernel refused (%s); CUTLASS stream-K runs\n", cudaGetErrorString(error));
+    if (!said)
+      std::fprintf(stderr, "quant/fp8_block_gemm: small-M kernel refused (%s); CUTLASS stream-K runs\n",
+                   cudaGetErrorString(error));
     said = true;
   }
   return dispatch(p, [&](auto kernel) { return run<decltype(kernel)>(call, p); });
