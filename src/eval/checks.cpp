@@ -202,6 +202,14 @@ std::optional<Finding> second_clock_agrees(const WorkloadRun& run) {
   if (!run.timed) return std::nullopt;
   const TimingReport& timing = *report_of(run).timing;
   if (!timing.second_clock || !timing.second_clock->available) return std::nullopt;
+  // The calls before the timed loop are the first of the timing stage (patch indices 0..): the solution
+  // can count its way to them, so their outputs must be among those checked (timed_calls_match_their_oracles).
+  const auto& timed = report_of(run).timed;
+  for (int64_t call = 0; call < timing.second_clock->before_calls; ++call)
+    if (std::none_of(timed.begin(), timed.end(), [&](const auto& kept) { return kept.call == call; }))
+      return finding(Status::rejected, fmt::format("the outputs of verification call {} (before the timed loop) did not "
+                                                   "come back: the calls the second clock measures there are checked",
+                                                   call));
   if (auto why = second_clock_disagrees(*timing.second_clock, summarize(timing.samples_ms).median_ms))
     return finding(Status::rejected, *why);
   return std::nullopt;

@@ -93,6 +93,10 @@ TimedCopies::TimedCopies(const WorkerRequest& request, CallTensors copy0, uint64
     slots_.push_back(std::move(slot));
     slot_calls_.push_back(-1);
   }
+  for (const auto& output : request.outputs) {
+    always_slot_.push_back(std::make_unique<GuardedBuffer>(device, output.name, span_bytes(output), guard_seed ^ 0xA1));
+    always_slot_.back()->fill(0xFF);
+  }
 }
 
 TimedCopies::~TimedCopies() = default;
@@ -105,6 +109,7 @@ void TimedCopies::fill(const std::vector<std::string_view>& first_draw) {
   for (auto& copy : copies_) copy->last_patch.clear();
   calls_ = 0;
   std::fill(slot_calls_.begin(), slot_calls_.end(), -1);
+  always_call_ = -1;
 }
 
 void TimedCopies::apply(Copy& copy, const std::vector<ElementSwap>& swaps, bool read_only_only) {
@@ -131,16 +136,22 @@ void TimedCopies::before_call(d2k_call& call) {
   ++calls_;
 }
 
-void TimedCopies::after_call() {
-  if (slots_.empty()) return;
+void TimedCopies::after_call(bool always) {
   const int64_t call = calls_ - 1;
+  const Copy& copy = *copies_[current_];
+  if (always) {
+    if (always_call_ >= 0) throw Error("TimedCopies: a second call kept always since the copies were filled");
+    for (std::size_t o = 0; o < request_.outputs.size(); ++o) always_slot_[o]->copy_from(*copy.outputs[o]);
+    always_call_ = call;
+    return;
+  }
+  if (slots_.empty()) return;
   // Reservoir sampling: after n calls, each of them is in a slot with the same probability.
   int64_t slot = call;
   if (call >= static_cast<int64_t>(slots_.size())) {
     slot = static_cast<int64_t>(splitmix64(sample_state_) % static_cast<uint64_t>(call + 1));
     if (slot >= static_cast<int64_t>(slots_.size())) return;
   }
-  const Copy& copy = *copies_[current_];
   for (std::size_t o = 0; o < request_.outputs.size(); ++o) slots_[slot][o]->copy_from(*copy.outputs[o]);
   slot_calls_[slot] = call;
 }
@@ -155,6 +166,11 @@ std::vector<KeptCall> TimedCopies::kept() const {
     if (slot_calls_[s] < 0 || slot_calls_[s] == last) continue;
     KeptCall one{slot_calls_[s], {}};
     for (const auto& buffer : slots_[s]) one.outputs.push_back(buffer.get());
+    kept.push_back(std::move(one));
+  }
+  if (always_call_ >= 0 && always_call_ != last) {
+    KeptCall one{always_call_, {}};
+    for (const auto& buffer : always_slot_) one.outputs.push_back(buffer.get());
     kept.push_back(std::move(one));
   }
   KeptCall final_call{last, {}};

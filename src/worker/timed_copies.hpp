@@ -55,8 +55,9 @@ class TimedCopies {
 
   // Untimed, before a call: the next copy, restored, patched and poisoned; `call` points at its tensors.
   void before_call(d2k_call& call);
-  // Untimed, after a call and the device-wide synchronization: maybe keep its outputs.
-  void after_call();
+  // Untimed, after a call and the device-wide synchronization: maybe keep its outputs (always, with
+  // `always`: a call whose outputs must come back whatever the sampling draws, at most one per fill).
+  void after_call(bool always = false);
 
   // The outputs of the copy the last call used (or the last before_call prepared).
   const std::vector<GuardedBuffer*>& current_outputs() const;
@@ -84,6 +85,8 @@ class TimedCopies {
   std::size_t current_ = 0;
   // Reservoir of request.sampled_calls slots: the call each holds (-1: empty) and its outputs.
   std::vector<int64_t> slot_calls_;
+  int64_t always_call_ = -1;  // the call kept by after_call(true), its outputs in always_slot_
+  std::vector<std::unique_ptr<GuardedBuffer>> always_slot_;
   std::vector<std::vector<std::unique_ptr<GuardedBuffer>>> slots_;
   uint64_t sample_state_ = 0;
 };

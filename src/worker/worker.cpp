@@ -128,7 +128,7 @@ class Evaluation {
   void checked_call();
   void seeded_calls();
   void timing();
-  void verification_calls(Stage stage, int calls, SecondClockReport& second);
+  void verification_calls(Stage stage, int calls, bool keep_outputs, SecondClockReport& second);
   void noop_call();
   void release();
 
@@ -467,7 +467,7 @@ void Evaluation::timing() {
   if (sensor_) before = sensor_->read();
   TimingReport report;
   SecondClockReport second;
-  verification_calls(Stage::timing, kVerificationCallsBefore, second);
+  verification_calls(Stage::timing, kVerificationCallsBefore, /*keep_outputs=*/true, second);
   second.before_calls = static_cast<int>(second.busy_ms.size());
   try {
     report.samples_ms = measure(request_.device, timed_call, hooks(true, ClockMark::timed_begin, ClockMark::timed_end), call_.stream,
@@ -497,7 +497,7 @@ void Evaluation::timing() {
                                                                               : sensor_->unavailable());
   }
   stage(Stage::verification);
-  verification_calls(Stage::verification, kVerificationCallsAfter, second);
+  verification_calls(Stage::verification, kVerificationCallsAfter, /*keep_outputs=*/false, second);
 #ifdef D2K_WITH_CUDA
   if (request_.device == Device::cuda) report.second_clock = second;
 #endif
@@ -558,8 +558,9 @@ void Evaluation::release() {
 // cuda: a few more calls (`calls`, in `stage`), each between events as in the timed loop, under the second
 // clock (CUPTI's records of the device's work), added to `second`: the orchestrator compares the two
 // (eval/checks.cpp). They are timed calls like the others: patched, checked after, and their outputs may
-// come back. Run before the timed loop and after it (kVerificationCallsBefore says why).
-void Evaluation::verification_calls(Stage stage, int calls, SecondClockReport& second) {
+// come back; with `keep_outputs` they always do. Run before the timed loop and after it
+// (kVerificationCallsBefore says why).
+void Evaluation::verification_calls(Stage stage, int calls, bool keep_outputs, SecondClockReport& second) {
 #ifdef D2K_WITH_CUDA
   if (request_.device != Device::cuda) return;
   if (!kernel_clock_) {
@@ -581,7 +582,7 @@ void Evaluation::verification_calls(Stage stage, int calls, SecondClockReport& s
     if (code != 0) failed(stage, solution_message("d2k_run", code));
     second.event_ms.push_back(elapsed_ms(start, end));
     after_call(stage);
-    copies_->after_call();
+    copies_->after_call(keep_outputs);
   }
   const KernelClockReport seen = kernel_clock_->collect();
   kernel_clock_->pause();
@@ -594,7 +595,7 @@ void Evaluation::verification_calls(Stage stage, int calls, SecondClockReport& s
   second.contexts_created.insert(second.contexts_created.end(), seen.contexts_created.begin(),
                                  seen.contexts_created.end());
 #else
-  (void)stage, (void)calls, (void)second;
+  (void)stage, (void)calls, (void)keep_outputs, (void)second;
 #endif
 }
 
