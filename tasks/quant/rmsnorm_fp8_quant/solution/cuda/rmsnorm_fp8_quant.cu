@@ -417,7 +417,7 @@ __global__ void __maxnreg__(row_registers(kA, kFull)) rmsnorm_quant_rows(Params 
   copy_async_wait_all();
   __syncthreads();  // the only CTA-wide barrier; every warp reaches it before any leaves
 
-  for (; row < rows; row += row_step) {  // uniform per group: both warps of a pair walk the same rows
+  for (; row < rows; row += row_step) {  // uniform per group: its kG warps walk the same rows
     // Sum of squares, in v1's order (header): accumulator a takes k' = a, a + kA, a + 2 kA, a + 3 kA.
     float acc[kA];
 #pragma unroll
@@ -438,8 +438,8 @@ __global__ void __maxnreg__(row_registers(kA, kFull)) rmsnorm_quant_rows(Params 
     if constexpr (kG == 1) {
       sum_sq = tree_value<kA, 0, 5, 0>(acc);
     } else {
-      // This warp's subtree holds v1's warps member, member + kG, ...: lane `member` after 5 - log2(kG) levels
-      // (the structure is the same for every member, as kG divides v1's warp count).
+      // This warp's subtree holds v1's warps member, member + kG, ...: lane `member` after
+      // 5 - log2(kG) levels (the same structure for every member, as kG divides v1's warp count).
       exchange_sum[group][member] = tree_value<kG * kA, 0, 5 - kLogG, kLogG>(acc);
       group_barrier<kG>(group);
       sum_sq = top_of_tree<kG>(exchange_sum[group]);
