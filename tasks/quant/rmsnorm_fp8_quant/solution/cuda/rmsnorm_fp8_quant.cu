@@ -26,8 +26,10 @@
 // every SM holds 16 rows of 8 KB (8 of 16 KB) in flight at 64 registers (32 warps), Little's law asks
 // for about 32 KB per SM (4.2 TB/s x ~1 us / 132 SMs), and T2048's 2048 rows are a single wave.
 //
-// Prediction (not yet measured; cold L2, medians; floors at the 4538 GB/s read rate as in notes.md;
-// about 2.5 us of launch, first round trip and drain on top of the stream, as T1's 4.6 us suggests):
+// Prediction, written before the first GPU run (measured 2026-12-03, notes.md: T2048 11.4 us, no gain:
+// every row in flight at once leaves nothing to overlap; T16384 51.5 us; 70B 27.0 us). Cold L2,
+// medians; floors at the 4538 GB/s read rate as in notes.md; about 2.5 us of launch, first round trip
+// and drain on top of the stream, as T1's 4.6 us suggests:
 // - llama3-8b-T2048 (25.2 MB): 2048 rows all issued at once, streamed at 4.2-4.5 TB/s (5.6-6.0 us),
 //   plus the launch and the last rows' work (a thread-row is 814 instructions, ~0.4 us): ~8 us, 69%
 //   of the floor (bar 60%; v1 11.3 us).
