@@ -10,6 +10,11 @@
 // leave normalized partial outputs and base-2 LSEs in the workspace for merge_splits (merge_kernel.cuh),
 // launched only when the plan splits at all. The plan depends on the shapes and the device, never on the
 // lengths, so nothing returns to the host.
+//
+// With 16 heads (tensor parallel 8, memory-bound) the third version's path runs instead (small_heads.cuh):
+// one persistent CTA per SM, the batch's pages cut into equal ranges on the device, a ring of 23 slots of
+// 8 KB, the heads as the wgmma N (no padding to 64 rows), merge_pieces for the sequences the ranges cut.
+// Every other head count runs the paths above unchanged.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -23,6 +28,7 @@
 #include "hopper_decode.cuh"
 #include "merge_kernel.cuh"
 #include "plan.cuh"
+#include "small_heads.cuh"
 
 namespace {
 
@@ -164,6 +170,37 @@ cudaError_t launch_attend(const Tensors& t, const mla::Params& common, dim3 grid
   return cudaGetLastError();
 }
 
+// The 16-head path: one persistent CTA per SM over equal ranges of the batch's pages, then merge_pieces.
+bool small_heads(const Tensors& t) { return t.q->shape[1] == mla::small::kHeads; }
+
+int run_small(const d2k_call* call, const Tensors& t, mla::Params p, int sms, cudaStream_t stream) {
+  const int64_t batch = t.q->shape[0];
+  if (batch * t.block_table->shape[1] >= (int64_t{1} << 31)) return failed(call, "B MB pages must fit in 31 bits");
+  if (!call->workspace || call->workspace_bytes < mla::small::workspace_bytes(batch, sms) || !aligned16(call->workspace))
+    return failed(call, "the workspace is smaller than asked or not 16-byte aligned");
+  p.partial_o = static_cast<float*>(call->workspace);
+  p.partial_lse = p.partial_o + mla::small::partial_floats(sms);
+  mla::small::Split split{reinterpret_cast<int*>(p.partial_lse + mla::small::lse_floats(sms)), static_cast<int>(batch), sms};
+
+  using Tiles = mla::small::Tiles;
+  const mla::GmemTensor q = gmem_view(*t.q, t.q->strides[1], t.q->strides[0]);
+  const mla::GmemTensor cache = gmem_view(*t.cache, t.cache->strides[1], t.cache->strides[0]);
+  using namespace cute;
+  const mla::small::KernelParams params{
+      make_tma_copy(SM90_TMA_LOAD{}, q, mla::SmemLayoutBox<Tiles::kRows>{}, Shape<Int<Tiles::kRows>, _64>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, cache, mla::SmemLayoutBox<Tiles::kBoxRows>{}, Shape<Int<Tiles::kBoxRows>, _64>{}, _1{}),
+      q.shape(), cache.shape(), p, split};
+  cudaError_t error =
+      cudaFuncSetAttribute(mla::small::attend_small, cudaFuncAttributeMaxDynamicSharedMemorySize, mla::small::kSharedBytes);
+  if (error == cudaSuccess) {
+    mla::small::attend_small<<<static_cast<unsigned>(sms), mla::small::kThreads, mla::small::kSharedBytes, stream>>>(params);
+    mla::small::merge_pieces<<<static_cast<unsigned>(batch * mla::small::kHeads), mla::small::kMergeThreads, 0, stream>>>(p, split);
+    error = cudaGetLastError();
+  }
+  if (error != cudaSuccess) return failed(call, cudaGetErrorString(error));
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
@@ -171,7 +208,8 @@ extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
   if (const char* problem = unsupported(t)) return failed(call, problem);
   const int sms = sm_count();
   if (sms < 1) return failed(call, "cannot read the device's SM count");
-  *bytes = mla::partial_bytes(t.q->shape[0], t.q->shape[1], plan_for(t, sms));
+  *bytes = small_heads(t) ? mla::small::workspace_bytes(t.q->shape[0], sms)
+                          : mla::partial_bytes(t.q->shape[0], t.q->shape[1], plan_for(t, sms));
   return 0;
 }
 
@@ -186,6 +224,22 @@ extern "C" int d2k_run(const d2k_call* call) {
   if (sms < 1) return failed(call, "cannot read the device's SM count");
   const int64_t batch = t.q->shape[0], heads = t.q->shape[1];
   if (batch == 0) return 0;
+  if (small_heads(t)) {
+    mla::Params p{};
+    p.block_table = static_cast<const int*>(t.block_table->data);
+    p.seq_lens = static_cast<const int*>(t.seq_lens->data);
+    p.o = static_cast<__nv_bfloat16*>(t.o->data);
+    p.lse = static_cast<float*>(t.lse->data);
+    p.table_seq = t.block_table->strides[0], p.table_page = t.block_table->strides[1];
+    p.seq_lens_stride = t.seq_lens->strides[0];
+    p.o_seq = t.o->strides[0], p.o_head = t.o->strides[1];
+    p.lse_seq = t.lse->strides[0], p.lse_head = t.lse->strides[1];
+    p.heads = static_cast<int>(heads);
+    p.rows = static_cast<int>(heads);
+    p.head_blocks = 1;
+    p.scale_log2 = static_cast<float>(scale->f * 1.4426950408889634);
+    return run_small(call, t, p, sms, static_cast<cudaStream_t>(call->stream));
+  }
   const mla::SplitPlan plan = plan_for(t, sms);
   const size_t partials = mla::partial_bytes(batch, heads, plan);
   if (partials > 0 && (!call->workspace || call->workspace_bytes < partials || !aligned16(call->workspace)))
