@@ -1,5 +1,5 @@
 // The 16-head path (tensor parallel 8), version 3: memory-bound, so the kernel's whole job is to keep the
-// DRAM busy: every SM streams the same number of pages with about 110-180 KB of them in flight, and spends
+// DRAM busy: every SM streams the same number of pages with 112-184 KB of them in flight, and spends
 // as little time as possible on each.
 //
 // Floor (deepseek-v3-tp8-B64-ctx8192): 606 MB at the read rate 4.4 TB/s is 137.8 us, 144.1 us at the copy
@@ -35,9 +35,9 @@
 // 72 KB of writes (576) and the softmax (about 300 clocks, two named barriers): about 1.0-1.2 us at
 // 1.75 GHz, half of a page's DRAM time per SM (2.4-2.6 us). The tensor cores' own time is 544 clocks.
 //
-// Bytes in flight: while a page is computed the other 14 slots (112 KB) can be in flight; while the
-// consumer waits, all 23 (184 KB). About 130 KB on average per SM, 17 MB over 132 SMs: at 4 TB/s that
-// covers 4 us of latency, twice or more what loaded DRAM latency should be.
+// Bytes in flight: while a page is computed, the next page and 5 slots of the one after (14 slots, 112 KB);
+// while the consumer waits, all 23 (184 KB). About 150 KB on average per SM, 20 MB over 132 SMs: at 4 TB/s
+// that covers 5 us of latency, more than twice what loaded DRAM latency should be.
 //
 // Prediction (before any GPU run): 604 MB at 3.8-4.1 TB/s = 147-159 us; plus the prologue (launch, the
 // lengths' scan, the first queries and page) 2-3 us, the tail (63 pages against 62.06, the last page's
