@@ -37,6 +37,7 @@ std::string_view name_of(FrameKind kind) {
 std::string_view name_of(Stage stage) {
   switch (stage) {
     case Stage::setup: return "setup";
+    case Stage::draws: return "draws";
     case Stage::noop_timing: return "noop_timing";
     case Stage::load: return "load";
     case Stage::workspace: return "workspace";
@@ -56,10 +57,10 @@ std::string_view name_of(Stage stage) {
 }
 
 std::optional<Stage> parse_stage(std::string_view name) {
-  constexpr std::array all = {Stage::setup,  Stage::noop_timing, Stage::load,         Stage::workspace, Stage::prepare,
-                              Stage::second_draw, Stage::repeat, Stage::run,          Stage::seeded, Stage::timing,
-                              Stage::verification, Stage::noop_call, Stage::noop_timing_after, Stage::release,
-                              Stage::done};
+  constexpr std::array all = {Stage::setup,        Stage::draws,     Stage::noop_timing, Stage::load,
+                              Stage::workspace,    Stage::prepare,   Stage::second_draw, Stage::repeat,
+                              Stage::run,          Stage::seeded,    Stage::timing,      Stage::verification,
+                              Stage::noop_call,    Stage::noop_timing_after, Stage::release, Stage::done};
   return parse_name(name, all);
 }
 

@@ -33,7 +33,9 @@ inline constexpr int kControlFd = 1000;
 inline constexpr int kEvidenceFd = 1001;
 // The input draws' bytes, in a sealed memory file the orchestrator filled (nobody can write it) that the
 // child gets as fd 4: hundreds of MB that a pipe would move several times slower. The worker maps it
-// read-only and closes the descriptor.
+// read-only only once the draws' input frames have come and the seals are there (a file still being
+// filled has none), then closes the descriptor. Until then the descriptor stays unread, so that the
+// orchestrator may fill the file after the worker has started.
 inline constexpr int kChildInputsFd = 4;
 
 inline constexpr uint32_t kFrameMagic = 0x324b3244;  // "D2K2" little-endian
@@ -68,7 +70,8 @@ static_assert(sizeof(FrameHeader) == 40, "the header is written as raw bytes");
 // The worker's steps, in order. A failure names the step it happened in; the evidence stream says which
 // steps the worker began.
 enum class Stage {
-  setup,         // reading the request and the inputs, device, buffers, copies for the timed calls
+  setup,         // device, buffers, copies for the timed calls: nothing of the draws is needed yet
+  draws,         // waiting for the draws' input frames (the orchestrator may still be making them), mapping them
   noop_timing,   // the timing loop with nothing called: the harness's own cost per call (outside clock)
   load,          // dlopen, the entry points, the libraries it brought
   workspace,

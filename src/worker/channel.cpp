@@ -48,13 +48,22 @@ void move_fd(int from, int to) {
 
 }  // namespace
 
-std::string_view take_channels() {
+void take_channels() {
   move_fd(0, kControlFd);
   move_fd(kChildEvidenceFd, kEvidenceFd);
   const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || ::dup2(null, 0) < 0) fail("cannot put /dev/null on stdin: {}", std::strerror(errno));
   ::close(null);
   if (::dup2(2, 1) < 0) fail("cannot point stdout at stderr: {}", std::strerror(errno));
+  if (::fcntl(kChildInputsFd, F_SETFD, FD_CLOEXEC) != 0)
+    fail("no inputs file on fd {}: {}", kChildInputsFd, std::strerror(errno));
+}
+
+std::string_view map_inputs() {
+  constexpr int kSealed = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+  const int seals = ::fcntl(kChildInputsFd, F_GET_SEALS);
+  if (seals < 0) fail("the inputs file on fd {} has no seals: {}", kChildInputsFd, std::strerror(errno));
+  if ((seals & kSealed) != kSealed) fail("the inputs file is not sealed against writes (its seals: {:#x})", seals);
   struct stat info {};
   if (::fstat(kChildInputsFd, &info) != 0) fail("no inputs file on fd {}: {}", kChildInputsFd, std::strerror(errno));
   const auto size = static_cast<std::size_t>(info.st_size);

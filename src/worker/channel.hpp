@@ -15,9 +15,15 @@ namespace d2k {
 
 // Moves the streams the orchestrator gave the worker (stdin, fd 3) to kControlFd and kEvidenceFd, puts
 // /dev/null on stdin and points stdout at stderr, so that what the solution prints goes to the log and
-// nothing it writes on its standard streams can look like evidence. Maps the inputs file (fd 4)
-// read-only and closes its descriptor; returns the mapping. Throws d2k::Error.
-std::string_view take_channels();
+// nothing it writes on its standard streams can look like evidence. The inputs file (fd 4) is left
+// unread (the orchestrator may still be filling it) and closed on exec, so that no process the set-up
+// runs (Triton's) inherits it. Throws d2k::Error.
+void take_channels();
+
+// The inputs file (fd 4), once the control stream has said where the draws lie in it: its seals checked
+// (the orchestrator seals it against any write, growth or shrink before it sends the draws' frames, so a
+// sealed file holds all it will ever hold), mapped read-only, its descriptor closed. Throws d2k::Error.
+std::string_view map_inputs();
 
 class ControlChannel {
  public:

@@ -84,37 +84,51 @@ struct Draws {
   std::vector<std::string_view> first, second;
 };
 
-// Where each input of each draw lies in the inputs file (`file`, mapped), as the control stream says.
-Draws read_draws(ControlChannel& control, const WorkerRequest& request, std::string_view file) {
-  Draws draws;
+// The draws' input frames of the control stream (where each input of each draw lies in the inputs file),
+// then the file mapped: the orchestrator sends these frames only once it has filled and sealed it.
+Draws read_draws(ControlChannel& control, const WorkerRequest& request) {
+  struct Place {
+    int draw = 0;
+    std::size_t input = 0, offset = 0;
+  };
+  std::vector<Place> places;
   const std::size_t count = request.inputs.size() * (request.second_draw ? 2 : 1);
   for (std::size_t k = 0; k < count; ++k) {
     const Frame frame = control.read();
+    if (frame.kind != FrameKind::input) fail("control frame {} is not an input of the request", frame.seq);
     const auto fields = nlohmann::json::parse(frame.fields);
-    const int draw = fields.at("draw").get<int>();
-    const auto input = fields.at("input").get<std::size_t>();
-    const auto offset = fields.at("offset").get<std::size_t>();
-    if (frame.kind != FrameKind::input || input >= request.inputs.size() || (draw != 1 && draw != 2))
+    const Place place{fields.at("draw").get<int>(), fields.at("input").get<std::size_t>(),
+                      fields.at("offset").get<std::size_t>()};
+    if (place.input >= request.inputs.size() || (place.draw != 1 && place.draw != 2))
       fail("control frame {} is not an input of the request", frame.seq);
-    const std::size_t bytes = span_bytes(request.inputs[input]);
-    if (offset > file.size() || bytes > file.size() - offset)
-      fail("input '{}' of draw {}: {} bytes at {} of an inputs file of {}", request.inputs[input].name, draw, bytes,
-           offset, file.size());
-    auto& list = draw == 1 ? draws.first : draws.second;
+    places.push_back(place);
+  }
+  const std::string_view file = map_inputs();
+  Draws draws;
+  for (const Place& place : places) {
+    const std::size_t bytes = span_bytes(request.inputs[place.input]);
+    if (place.offset > file.size() || bytes > file.size() - place.offset)
+      fail("input '{}' of draw {}: {} bytes at {} of an inputs file of {}", request.inputs[place.input].name,
+           place.draw, bytes, place.offset, file.size());
+    auto& list = place.draw == 1 ? draws.first : draws.second;
     list.resize(request.inputs.size());
-    list[input] = file.substr(offset, bytes);
+    list[place.input] = file.substr(place.offset, bytes);
   }
   return draws;
 }
 
 class Evaluation {
  public:
-  Evaluation(WorkerRequest request, Draws draws, ControlChannel& control, EvidenceChannel& evidence)
-      : request_(std::move(request)), draws_(std::move(draws)), control_(control), evidence_(evidence) {}
+  Evaluation(WorkerRequest request, ControlChannel& control, EvidenceChannel& evidence)
+      : request_(std::move(request)), control_(control), evidence_(evidence) {}
 
-  // The worker's own preparation: device, stream, buffers, the copies of the timed calls. A failure here
-  // is not the solution's.
+  // The worker's own preparation: device, stream, buffers, the copies of the timed calls. It needs nothing
+  // of the draws, so it runs while the orchestrator may still be making them. A failure here is not the
+  // solution's.
   void setup();
+  // The draws, once the orchestrator sends them (it may still be making them); before any of the
+  // solution's code is loaded.
+  void wait_for_draws();
   // The solution's steps, then release and the `end` frame; throws only for the worker's own failures.
   void run();
 
@@ -261,6 +275,11 @@ void Evaluation::setup() {
     if (device != Device::cuda) fail("a Triton solution runs on the cuda device only: the cpu device has no Triton backend");
     start_triton(*request_.python);
   }
+}
+
+void Evaluation::wait_for_draws() {
+  stage(Stage::draws);
+  draws_ = read_draws(control_, request_);
 }
 
 void Evaluation::run() {
@@ -727,29 +746,33 @@ int worker_main(int argc, char** argv) {
     return 2;
   }
   WorkerRequest request;
-  Draws draws;
   std::optional<Token> token;
   ControlChannel control;
   try {
-    const std::string_view inputs = take_channels();
+    take_channels();
     const Frame first = control.read();
     if (first.kind != FrameKind::request) fail("the control stream does not start with a request");
     request = nlohmann::json::parse(first.fields).get<WorkerRequest>();
     check_request(request);
     token = parse_token(request.token);
-    draws = read_draws(control, request, inputs);
   } catch (const std::exception& error) {
     std::cerr << "d2k-worker: bad request: " << error.what() << "\n";
     return 2;
   }
   EvidenceChannel evidence(*token);
-  Evaluation evaluation(std::move(request), std::move(draws), control, evidence);
+  Evaluation evaluation(std::move(request), control, evidence);
   try {
     evidence.send(FrameKind::stage, {{"stage", Stage::setup}, {"seconds", 0.0}});
     evaluation.setup();
   } catch (const std::exception& error) {
     std::cerr << "d2k-worker: cannot set up: " << error.what() << "\n";
     return 3;
+  }
+  try {
+    evaluation.wait_for_draws();
+  } catch (const std::exception& error) {
+    std::cerr << "d2k-worker: bad draws: " << error.what() << "\n";
+    return 2;
   }
   try {
     evaluation.run();

@@ -3,6 +3,7 @@
 // request and the draws on the control stream, the evidence back as frames.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <thread>
@@ -319,12 +320,12 @@ TEST_F(Worker, ALibraryWithoutTheEntryPointFailsToLoad) {
 
 TEST_F(Worker, ABadRequestEndsWithAMessageAndNoEvidence) {
   WorkerRequest request = axpy_request(built("axpy.cpp"));
-  auto draw = axpy_draw();
-  draw[1].resize(92);  // z spans 96 bytes
-  const WorkerOutcome done = run_worker(request, draw);
+  request.inputs[1].strides = {1};  // z is 4x6
+  const WorkerOutcome done = run_worker(request, axpy_draw());
   EXPECT_EQ(done.process.end, ProcessResult::End::exited);
   EXPECT_EQ(done.process.exit_code, 2);
-  EXPECT_NE(done.process.output.find("input 'z' of draw 1: 96 bytes at 120 of an inputs file of 212"), std::string::npos)
+  EXPECT_NE(done.process.output.find("bad request: field 'inputs': tensor 'z': 1 strides for 2 dimensions"),
+            std::string::npos)
       << done.process.output;
   EXPECT_TRUE(done.report.frames.empty());
 
@@ -333,6 +334,62 @@ TEST_F(Worker, ABadRequestEndsWithAMessageAndNoEvidence) {
   const ProcessResult usage = run_process(spec);
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_NE(usage.output.find("usage"), std::string::npos);
+}
+
+// The draws come after the worker's set-up: draws that do not fit the inputs file end it there, before
+// anything of the solution's is loaded.
+TEST_F(Worker, DrawsThatDoNotFitTheInputsFileEndTheWorkerBeforeTheSolutionLoads) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  auto draw = axpy_draw();
+  draw[1].resize(92);  // z spans 96 bytes
+  const WorkerOutcome done = run_worker(request, draw);
+  EXPECT_EQ(done.process.end, ProcessResult::End::exited);
+  EXPECT_EQ(done.process.exit_code, 2);
+  EXPECT_NE(done.process.output.find("bad draws: input 'z' of draw 1: 96 bytes at 120 of an inputs file of 212"),
+            std::string::npos)
+      << done.process.output;
+  EXPECT_EQ(done.report.reached, Stage::draws);
+  EXPECT_FALSE(done.report.checked);
+}
+
+// The worker maps its inputs file only once the file is sealed: one still open to writes is refused, so
+// the worker can never read draws that are still being written.
+TEST_F(Worker, AnInputsFileNotSealedIsRefused) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  request.second_draw = false;
+  request.token = token_hex(Token{1, 2, 3});
+  const int file = ::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(file, 0);
+  const std::string bytes = bytes_of(x_) + bytes_of(z_);
+  ASSERT_EQ(::write(file, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  // The control stream as the runner writes it, but for the seals.
+  class Control : public ProcessConversation {
+   public:
+    explicit Control(std::string frames) : frames_(std::move(frames)) {}
+    std::string_view next_input() override { return std::string_view(frames_).substr(sent_); }
+    void input_written(std::size_t bytes) override { sent_ += bytes; }
+    void received(const char*, std::size_t, double) override {}
+
+   private:
+    std::string frames_;
+    std::size_t sent_ = 0;
+  };
+  std::string frames = encode_frame(FrameKind::request, 0, Token{}, nlohmann::json(request).dump());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const nlohmann::json fields = {{"draw", 1}, {"input", i}, {"offset", i == 0 ? 0 : x_.size() * 4}};
+    frames += encode_frame(FrameKind::input, i + 1, Token{}, fields.dump());
+  }
+  Control control(std::move(frames));
+  ProcessSpec spec;
+  spec.argv = {D2K_WORKER_PATH};
+  spec.cwd = scratch_root();
+  spec.timeout_seconds = 60;
+  spec.inherit = {{file, kChildInputsFd}};
+  const ProcessResult ended = run_process(spec, &control);
+  ::close(file);
+  EXPECT_EQ(ended.exit_code, 2) << ended.describe() << "\n" << ended.output;
+  EXPECT_NE(ended.output.find("bad draws: the inputs file is not sealed against writes"), std::string::npos)
+      << ended.output;
 }
 
 TEST_F(Worker, AThreadLeftRunningAfterTheCallIsRejected) {
@@ -457,8 +514,9 @@ TEST_F(Worker, TheReportSaysWhereTheWorkersTimeWent) {
     names.insert(phase.name);
     EXPECT_GE(phase.seconds, 0.0) << phase.name;
   }
-  for (const char* name : {"worker_setup", "worker_noop_timing", "worker_load", "worker_prepare", "worker_second_draw",
-                           "worker_run", "solution_timing", "worker_noop_call", "worker_noop_timing_after", "worker_release"})
+  for (const char* name : {"worker_setup", "worker_draws", "worker_noop_timing", "worker_load", "worker_prepare",
+                           "worker_second_draw", "worker_run", "solution_timing", "worker_noop_call",
+                           "worker_noop_timing_after", "worker_release"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
