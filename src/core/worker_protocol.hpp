@@ -31,11 +31,11 @@ namespace d2k {
 inline constexpr int kChildEvidenceFd = 3;
 inline constexpr int kControlFd = 1000;
 inline constexpr int kEvidenceFd = 1001;
-// The input draws' bytes, in a sealed memory file the orchestrator filled (nobody can write it) that the
-// child gets as fd 4: hundreds of MB that a pipe would move several times slower. The worker maps it
-// read-only only once the draws' input frames have come and the seals are there (a file still being
-// filled has none), then closes the descriptor. Until then the descriptor stays unread, so that the
-// orchestrator may fill the file after the worker has started.
+// The input draws' bytes, in a memory file that the child gets as fd 4 (read-only) when it starts: hundreds
+// of MB that a pipe would move several times slower. The worker may start before the draws are made; the
+// orchestrator fills the file, then seals it against any write, growth or shrink, and only then sends the
+// draws' input frames. The worker maps it (read-only) once those frames have come and the seals are there,
+// and closes the descriptor.
 inline constexpr int kChildInputsFd = 4;
 
 inline constexpr uint32_t kFrameMagic = 0x324b3244;  // "D2K2" little-endian

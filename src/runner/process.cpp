@@ -342,7 +342,9 @@ bool pump(pid_t pid, Clock::time_point start, Clock::time_point deadline, int& l
   while (true) {
     std::string_view pending;
     if (input_fd >= 0) {
+      const auto asked = Clock::now();
       pending = conversation->next_input();
+      deadline += Clock::now() - asked;  // the orchestrator's time, not the child's
       if (pending.empty() && !conversation->more_input()) {
         ::close(input_fd);
         input_fd = -1;

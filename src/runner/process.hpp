@@ -56,7 +56,9 @@ struct ProcessResult {
 class ProcessConversation {
  public:
   virtual ~ProcessConversation() = default;
-  // The next bytes for the child's stdin; empty when there is nothing to send now.
+  // The next bytes for the child's stdin; empty when there is nothing to send now. It may block while the
+  // orchestrator makes what comes next (the child waits for it): that time is not counted against the
+  // child's timeout.
   virtual std::string_view next_input() = 0;
   // Whether more input may come later (in answer to what the child writes); when not, and nothing is
   // left to send, the child's stdin is closed.

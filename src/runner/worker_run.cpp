@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <set>
 #include <utility>
@@ -40,20 +41,41 @@ class ScratchDir {
   fs::path path_;
 };
 
-// The input draws in a sealed memory file (kChildInputsFd): filled here with pwrite, then sealed against
-// any write, growth or shrink, so neither the worker nor the solution can change what the orchestrator
-// checks against. Closed when it goes out of scope (the child has its own descriptor by then).
+// The input draws in a memory file (kChildInputsFd), made before the worker starts and filled once the
+// draws are made (the worker sets up meanwhile): written with pwrite, then sealed against any write,
+// growth or shrink before the control stream says where the draws lie, so that neither the worker nor
+// the solution can change what the orchestrator checks against, and the worker never maps a file still
+// being filled (it checks the seals). The child gets a read-only descriptor of its own, so it cannot write
+// the file before the seals either. Closed when it goes out of scope (the child has its own by then).
 class InputsFile {
  public:
-  InputsFile(const DrawBytes& first, const DrawBytes& second) {
+  InputsFile() {
     fd_ = ::memfd_create("d2k-inputs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd_ < 0) fail("memfd_create: {}", std::strerror(errno));
+    read_only_ = ::open(fmt::format("/proc/self/fd/{}", fd_).c_str(), O_RDONLY | O_CLOEXEC);
+    if (read_only_ < 0) {
+      ::close(fd_);
+      fail("opening the inputs file read-only: {}", std::strerror(errno));
+    }
+  }
+  InputsFile(const InputsFile&) = delete;
+  InputsFile& operator=(const InputsFile&) = delete;
+  ~InputsFile() {
+    ::close(read_only_);
+    ::close(fd_);
+  }
+
+  // The child's descriptor: read-only.
+  int child_fd() const { return read_only_; }
+
+  // Both draws, one input after another, then the seals. Once only.
+  void fill(const DrawPair& draws) {
     std::size_t total = 0;
-    for (const DrawBytes* draw : {&first, &second})
+    for (const DrawBytes* draw : {&draws.first, &draws.second})
       for (auto bytes : *draw) total += bytes.size();
     if (::ftruncate(fd_, static_cast<off_t>(total)) != 0) fail("ftruncate of the inputs file: {}", std::strerror(errno));
     std::size_t at = 0;
-    for (const DrawBytes* draw : {&first, &second}) {
+    for (const DrawBytes* draw : {&draws.first, &draws.second}) {
       std::vector<std::size_t> offsets;
       for (auto bytes : *draw) {
         offsets.push_back(at);
@@ -69,41 +91,69 @@ class InputsFile {
     if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
       fail("sealing the inputs file: {}", std::strerror(errno));
   }
-  ~InputsFile() { ::close(fd_); }
-  int fd() const { return fd_; }
   std::size_t offset(int draw, std::size_t input) const { return offsets_[static_cast<std::size_t>(draw - 1)][input]; }
 
  private:
-  int fd_ = -1;
+  int fd_ = -1, read_only_ = -1;
   std::vector<std::vector<std::size_t>> offsets_;
 };
 
-// The control stream: the request frame, one input frame per input of each draw (where its bytes lie in
-// the inputs file), then an ack for every clock frame of the worker's.
+void check_draws(const WorkerRequest& request, const DrawPair& draws) {
+  const std::size_t inputs = request.inputs.size();
+  if (draws.first.size() != inputs || (request.second_draw && draws.second.size() != inputs))
+    fail("run_worker: {} inputs, {} and {} draws' buffers", inputs, draws.first.size(), draws.second.size());
+}
+
+// The control stream: the request frame; once the draws are taken (the worker starts and sets up
+// meanwhile) and the inputs file is filled and sealed, one input frame per input of each draw (where its
+// bytes lie in the file); then an ack for every clock frame of the worker's.
 class ControlStream {
  public:
-  ControlStream(const WorkerRequest& request, const InputsFile& inputs, const DrawBytes& first, const DrawBytes& second) {
-    const Token none{};
-    append(encode_frame(FrameKind::request, seq_++, none, nlohmann::json(request).dump()));
-    const auto add_draw = [&](int draw, const DrawBytes& bytes) {
-      for (std::size_t i = 0; i < bytes.size(); ++i) {
-        const nlohmann::json fields = {{"draw", draw}, {"input", i}, {"offset", inputs.offset(draw, i)}};
-        append(encode_frame(FrameKind::input, seq_++, none, fields.dump()));
-      }
-    };
-    add_draw(1, first);
-    if (request.second_draw) add_draw(2, second);
+  ControlStream(const WorkerRequest& request, InputsFile& inputs, TakeDraws take)
+      : request_(request), inputs_(inputs), take_(std::move(take)) {
+    append(encode_frame(FrameKind::request, seq_++, Token{}, nlohmann::json(request).dump()));
   }
 
-  std::string_view next() const { return std::string_view(pending_).substr(sent_); }
+  // What is left to write. Once the request is written, the draws are taken here: this may block until
+  // they are made.
+  std::string_view next() {
+    if (pending_.empty() && take_) send_draws();
+    return std::string_view(pending_).substr(sent_);
+  }
   void written(std::size_t bytes) {
     sent_ += bytes;
     if (sent_ == pending_.size()) pending_.clear(), sent_ = 0;
   }
   void ack(uint64_t clock_seq) { append(encode_frame(FrameKind::ack, seq_++, Token{}, nlohmann::json({{"seq", clock_seq}}).dump())); }
+  // What taking the draws threw: the worker gets nothing more (its stdin closes and it stops).
+  const std::exception_ptr& failure() const { return failure_; }
 
  private:
+  void send_draws() {
+    const TakeDraws take = std::exchange(take_, nullptr);
+    try {
+      const DrawPair draws = take();
+      check_draws(request_, draws);
+      inputs_.fill(draws);
+    } catch (...) {
+      failure_ = std::current_exception();
+      return;
+    }
+    const auto add_draw = [&](int draw) {
+      for (std::size_t i = 0; i < request_.inputs.size(); ++i) {
+        const nlohmann::json fields = {{"draw", draw}, {"input", i}, {"offset", inputs_.offset(draw, i)}};
+        append(encode_frame(FrameKind::input, seq_++, Token{}, fields.dump()));
+      }
+    };
+    add_draw(1);
+    if (request_.second_draw) add_draw(2);
+  }
   void append(const std::string& bytes) { pending_ += bytes; }
+
+  const WorkerRequest& request_;
+  InputsFile& inputs_;
+  TakeDraws take_;
+  std::exception_ptr failure_;
   std::string pending_;
   std::size_t sent_ = 0;
   uint64_t seq_ = 0;
@@ -117,7 +167,7 @@ class Evidence : public ProcessConversation {
       : control_(control), token_(token), reader_(max_payload), before_first_clock_(std::move(before_first_clock)) {}
 
   std::string_view next_input() override { return control_.next(); }
-  bool more_input() const override { return !ended_ && !forged_; }
+  bool more_input() const override { return !ended_ && !forged_ && !control_.failure(); }
   void started(pid_t pid) override { pid_ = pid; }
   void input_written(std::size_t bytes) override { control_.written(bytes); }
   void received(const char* data, std::size_t size, double seconds) override {
@@ -324,10 +374,7 @@ uint64_t random_u64() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
-WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, const DrawBytes& first,
-                         const DrawBytes& second) {
-  if (first.size() != request.inputs.size() || (request.second_draw && second.size() != request.inputs.size()))
-    fail("run_worker: {} inputs, {} and {} draws' buffers", request.inputs.size(), first.size(), second.size());
+WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, const TakeDraws& take) {
   const Token token = fresh_token();
   request.token = token_hex(token);
 
@@ -361,12 +408,13 @@ WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, cons
   uint64_t max_payload = uint64_t{1} << 24;
   for (const auto& output : request.outputs) max_payload += span_bytes(output);
 
-  InputsFile inputs(first, second);
-  spec.inherit = {{inputs.fd(), kChildInputsFd}};
-  ControlStream control(request, inputs, first, second);
+  InputsFile inputs;
+  spec.inherit = {{inputs.child_fd(), kChildInputsFd}};
+  ControlStream control(request, inputs, take);
   Evidence evidence(control, token, max_payload, launch.before_first_clock);
   WorkerOutcome outcome;
   outcome.process = run_process(spec, &evidence);
+  if (control.failure()) std::rethrow_exception(control.failure());
   if (launch.ncu) {
     std::error_code ignored;  // no report: the caller says so, with the worker's log
     fs::copy_file(dir.path() / "ncu-report.txt", launch.ncu->report, fs::copy_options::overwrite_existing, ignored);
@@ -376,6 +424,11 @@ WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, cons
   if (!outcome.forged) outcome.forged = build_report(request, outcome.report);
   if (outcome.forged) outcome.report = WorkerReport{};
   return outcome;
+}
+
+WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, const DrawBytes& first,
+                         const DrawBytes& second) {
+  return run_worker(launch, std::move(request), [&] { return DrawPair{first, second}; });
 }
 
 }  // namespace d2k

@@ -1,7 +1,8 @@
-// Running one worker (d2k-worker) on one request: the request and the input draws go to its stdin, its
-// evidence comes back as frames on fd 3 (core/worker_protocol.hpp), authenticated by the token and
-// checked for order, and becomes a typed report. The runner owns the worker's process, its sandbox, ncu
-// around it and the token; what the report means for the solution is the evaluator's business.
+// Running one worker (d2k-worker) on one request: the request goes to its stdin, the input draws follow
+// once they are made (the worker starts and sets up meanwhile), its evidence comes back as frames on fd 3
+// (core/worker_protocol.hpp), authenticated by the token and checked for order, and becomes a typed
+// report. The runner owns the worker's process, its sandbox, ncu around it and the token; what the report
+// means for the solution is the evaluator's business.
 #pragma once
 
 #include <cstdint>
@@ -37,15 +38,25 @@ struct WorkerLaunch {
   bool gpu = false;
   double timeout_seconds = 120;
   std::optional<NcuWrap> ncu;
-  // Called once, when the worker first waits on a clock mark (before its first timed loop): the caller's
-  // own work meanwhile (the oracles, on the same GPU) must end there, so that none of it overlaps a
-  // measurement. The worker waits; the mark's time is taken after. Must not throw.
+  // Called once, when the worker first waits on a clock mark (before its first timed loop, always after
+  // its draws were taken): the caller's own work meanwhile (the oracles, on the same GPU) must end there,
+  // so that none of it overlaps a measurement. The worker waits; the mark's time is taken after. Must not
+  // throw.
   std::function<void()> before_first_clock;
 };
 
-// The bytes of every input of one draw, in request order, laid out as the request's tensors say. The
-// caller keeps them alive while the worker runs.
+// The bytes of every input of one draw, in request order, laid out as the request's tensors say.
 using DrawBytes = std::vector<std::string_view>;
+
+// Both draws of a workload's inputs; `second` is empty when the request has no second draw.
+struct DrawPair {
+  DrawBytes first, second;
+};
+
+// Gives the draws to a worker that has started: called once, right after the request is in the worker's
+// stdin, while the worker sets up (device, buffers), so it may block until the draws are made. The bytes
+// it returns must stay alive until run_worker returns.
+using TakeDraws = std::function<DrawPair()>;
 
 // A timed call whose outputs came back: its index (WorkerRequest::patch_seed's call) and its outputs.
 struct TimedOutputs {
@@ -81,9 +92,12 @@ struct WorkerOutcome {
   std::optional<std::string> forged;
 };
 
-// Runs the worker on `request` (its token is set here, fresh) with the first draw and, when
-// request.second_draw, the second. Never throws for what the worker or the solution does; throws
-// d2k::Error when the worker cannot be started at all for a reason of the harness's own.
+// Runs the worker on `request` (its token is set here, fresh) with the draws `take` gives: the first and,
+// when request.second_draw, the second. Never throws for what the worker or the solution does; throws
+// d2k::Error when the worker cannot be started at all for a reason of the harness's own. What `take`
+// throws is rethrown once the worker has ended (it got no draws, and stopped).
+WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, const TakeDraws& take);
+// The same with draws already made; the caller keeps them alive while the worker runs.
 WorkerOutcome run_worker(const WorkerLaunch& launch, WorkerRequest request, const DrawBytes& first,
                          const DrawBytes& second);
 

@@ -3,25 +3,36 @@
 // the whole report untrusted, with the reason.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
+#include "core/error.hpp"
 #include "runner/worker_run.hpp"
 
 using namespace d2k;
 
 namespace {
 
-WorkerOutcome run_fake(const std::string& mode) {
-  ::setenv("D2K_FAKE_MODE", mode.c_str(), 1);
+WorkerRequest fake_request() {
   WorkerRequest request;
   request.library = "/nonexistent.so";
   request.inputs = {WireTensor{.name = "x", .dtype = DType::f32, .shape = {3}, .strides = {1}}};
   request.outputs = {WireTensor{.name = "y", .dtype = DType::f32, .shape = {2, 2}, .strides = {2, 1}}};
   request.second_draw = false;
+  return request;
+}
+
+WorkerLaunch fake_launch(double timeout_seconds = 20) {
+  return WorkerLaunch{
+      .worker = D2K_FAKE_WORKER_PATH, .scratch_dir = testing::TempDir(), .timeout_seconds = timeout_seconds};
+}
+
+WorkerOutcome run_fake(const std::string& mode) {
+  ::setenv("D2K_FAKE_MODE", mode.c_str(), 1);
   const std::string x(12, 'x');
-  const WorkerLaunch launch{.worker = D2K_FAKE_WORKER_PATH, .scratch_dir = testing::TempDir(), .timeout_seconds = 20};
-  WorkerOutcome outcome = run_worker(launch, request, {x}, {});
+  WorkerOutcome outcome = run_worker(fake_launch(), fake_request(), {x}, {});
   ::unsetenv("D2K_FAKE_MODE");
   return outcome;
 }
@@ -57,4 +68,40 @@ TEST(WorkerRun, AStreamThatBreaksTheProtocolIsForged) {
   expect_forged("short-outputs", "not the outputs'");
   expect_forged("stage-back", "stage load came after stage run");
   expect_forged("bad-fields", "do not parse");
+}
+
+// The draws are taken once the worker has started: a wait for them is the orchestrator's, not counted
+// against the worker's timeout.
+TEST(WorkerRun, DrawsTakenLateAreNotTheWorkersTime) {
+  const std::string x(12, 'x');
+  int taken = 0;
+  const WorkerOutcome outcome = run_worker(fake_launch(0.5), fake_request(), [&] {
+    ++taken;
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+    return DrawPair{{x}, {}};
+  });
+  EXPECT_EQ(taken, 1);
+  ASSERT_FALSE(outcome.forged) << *outcome.forged;
+  EXPECT_TRUE(outcome.process.ok()) << outcome.process.describe() << "\n" << outcome.process.output;
+  EXPECT_TRUE(outcome.report.ended);
+}
+
+// The inputs file is filled after the worker has started: the worker's descriptor of it is read-only, so
+// nothing in the worker can write it before it is sealed either.
+TEST(WorkerRun, TheWorkerCannotWriteItsInputsFile) {
+  const WorkerOutcome outcome = run_fake("write-inputs");
+  EXPECT_TRUE(outcome.process.ok()) << outcome.process.describe() << "\n" << outcome.process.output;
+}
+
+// Draws that cannot be made: the worker gets none (its stdin closes and it stops), and the caller hears
+// why once it has ended.
+TEST(WorkerRun, DrawsThatCannotBeTakenAreRethrownOnceTheWorkerHasEnded) {
+  try {
+    run_worker(fake_launch(), fake_request(), []() -> DrawPair { throw Error("the draw failed"); });
+    FAIL() << "no exception";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "the draw failed");
+  }
+  // Draws that do not match the request are the caller's mistake too.
+  EXPECT_THROW(run_worker(fake_launch(), fake_request(), [] { return DrawPair{}; }), Error);
 }

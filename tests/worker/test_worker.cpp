@@ -352,6 +352,32 @@ TEST_F(Worker, DrawsThatDoNotFitTheInputsFileEndTheWorkerBeforeTheSolutionLoads)
   EXPECT_FALSE(done.report.checked);
 }
 
+// The worker starts and sets up while its draws are made: draws that come late reach it whole, and the
+// wait shows in its own phase, after its set-up.
+TEST_F(Worker, SetsUpWhileItsDrawsAreMadeAndWaitsForThemAfter) {
+  WorkerRequest request = axpy_request(built("axpy.cpp"));
+  time_exactly(request, 3);
+  request.second_draw = false;
+  const std::vector<std::string> draw = axpy_draw();
+  const WorkerLaunch launch{.worker = D2K_WORKER_PATH, .scratch_dir = scratch_root(), .timeout_seconds = 60};
+  int taken = 0;
+  const WorkerOutcome done = d2k::run_worker(launch, request, [&] {
+    ++taken;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    return DrawPair{DrawBytes(draw.begin(), draw.end()), {}};
+  });
+  expect_clean(done);
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(checked_y(done), axpy(x_, z_));
+  std::vector<std::string> names;
+  for (const auto& phase : done.report.phases) names.push_back(phase.name);
+  ASSERT_GE(names.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 3),
+            (std::vector<std::string>{"worker_setup", "worker_draws", "worker_noop_timing"}));
+  // The worker had set up and was waiting for its draws while they were made.
+  EXPECT_GE(done.report.phases[1].seconds, 0.3) << "worker_setup " << done.report.phases[0].seconds;
+}
+
 // The worker maps its inputs file only once the file is sealed: one still open to writes is refused, so
 // the worker can never read draws that are still being written.
 TEST_F(Worker, AnInputsFileNotSealedIsRefused) {
