@@ -118,19 +118,22 @@ Draws draw_inputs(const Task& task, const Workload& workload, uint64_t seed) {
 }
 
 using Step = std::function<void(const char* what, const char* phase)>;
+// A step for the observer alone, inside a phase that goes on (the worker's).
+using Note = std::function<void(const char* what)>;
 
-// On cuda the oracles are computed in a thread while the worker starts (its process, CUDA context and
-// uploads take about as long), and the worker waits for them at its first clock mark (run_worker's
-// before_first_clock): no oracle work overlaps a measurement, and a wait shows in worker_noop_timing. On
-// the cpu device they come first, as a phase of their own: they would take the CPUs the worker's calls
-// run on. The arguments must outlive the future.
+// The oracles start as soon as the worker has its draws. On cuda they are computed in a thread while the
+// worker goes on (its uploads take about as long), and the worker waits for them at its first clock mark
+// (run_worker's before_first_clock): no oracle work overlaps a measurement, and a wait shows in
+// worker_noop_timing. On the cpu device they are computed before the worker gets its draws (a wait that
+// shows in worker_draws): their threads would take the CPUs the worker's calls run on. The arguments
+// must outlive the future.
 std::future<Oracles> start_oracles(const Task& task, const TaskCode& code, const Scalars& scalars, const TensorMap& first,
-                                   const TensorMap& second, Device device, const WorkerRequest& request, const Step& step) {
+                                   const TensorMap& second, Device device, const WorkerRequest& request, const Note& note) {
   auto compute = [&task, &code, &scalars, &first, &second, device, &request] {
     return compute_oracles(task, code, scalars, first, second, device, request);
   };
   if (device == Device::cuda) return std::async(std::launch::async, compute);
-  step("oracle", "oracle");
+  note("oracle");
   std::promise<Oracles> computed;
   computed.set_value(compute());
   return computed.get_future();
@@ -319,9 +322,9 @@ std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const
 }
 
 // A task's workloads' input draws (on the CPU, seconds for the large ones), each made while the workload
-// before it is checked: nothing is timed then, and the worker of the next workload starts only once they
-// are made. Everything that runs a clock again first waits for them (quiet): a worker run again, the
-// baselines' timing.
+// before it is checked: nothing is timed then. The next workload's worker starts and sets up meanwhile,
+// but gets its draws, and so runs a clock, only once they are made. Everything else that runs a clock
+// again first waits for them (quiet): a worker run again, the baselines' timing.
 class DrawAhead {
  public:
   DrawAhead(const Task& task, const std::vector<const Workload*>& workloads, uint64_t seed)
@@ -355,6 +358,22 @@ class DrawAhead {
   uint64_t seed_;
   std::future<Draws> ahead_;
   std::size_t ahead_index_ = 0;
+};
+
+// One workload's draws, taken from the draw-ahead once: when its first worker is ready for them (the
+// worker starts and sets up while they are made), or after that worker when it ended before.
+class WorkloadDraws {
+ public:
+  WorkloadDraws(DrawAhead& ahead, std::size_t k) : ahead_(ahead), k_(k) {}
+  const Draws& get() {
+    if (!drawn_) drawn_ = ahead_.take(k_);
+    return *drawn_;
+  }
+
+ private:
+  DrawAhead& ahead_;
+  std::size_t k_;
+  std::optional<Draws> drawn_;
 };
 
 Evaluator::Evaluator(const EvalEnvironment& environment, EvalSettings settings, EvalObserver* observer)
@@ -393,10 +412,13 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
               .seed = settings_.seed, .device_name = environment_.device_name, .timestamp = utc_timestamp()};
   // Each step says how long the workload has taken so far: the harness's own cost shows.
   const auto started = std::chrono::steady_clock::now();
-  const Step step = [&](const char* what, const char* phase) {
-    phases_.next(phase);
+  const Note note = [&](const char* what) {
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
     if (observer_) observer_->step({task, workload, index, count, elapsed.count()}, what);
+  };
+  const Step step = [&](const char* what, const char* phase) {
+    phases_.next(phase);
+    note(what);
   };
   if (!build.ok) {
     trace.status = Status::compile_error;
@@ -406,10 +428,6 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   const auto code = make_task_code(task.name);
   const auto scalars = scalars_for(task, workload);
-  step("inputs", "inputs");
-  const Draws drawn = draws.take(static_cast<std::size_t>(index - 1));
-  const TensorMap& first = drawn.first;
-  const TensorMap& second = drawn.second;
   WorkerRequest request = request_for(task, workload, build, environment_, settings_);
   std::string warmup_summary;
   if (solution.language == Language::triton) {
@@ -420,23 +438,39 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
       return trace;
     }
   }
-  // The device's lock (a campaign's concurrent runs), from the worker's start to the workload's end (its
-  // checks and the baselines' timing): exclusive when timed, so that nothing else runs on the device
-  // while the clock does; shared when only checked.
+  // The device's lock (a campaign's concurrent runs), from the worker's start (its set-up, while its draws
+  // are made) to the workload's end (its checks and the baselines' timing): exclusive when timed, so that
+  // nothing else runs on the device while the clock does; shared when only checked.
   const auto hold = environment_.hold_device ? environment_.hold_device(settings_.time) : nullptr;
+  WorkloadDraws drawn(draws, static_cast<std::size_t>(index - 1));
   WorkerOutcome outcome;
   std::optional<Finding> found;
   std::string first_run_disagreed;
   for (int run_index = 1;; ++run_index) {
     if (run_index > 1) draws.quiet();
-    auto oracles = start_oracles(task, *code, scalars, first, second, environment_.device, request, step);
     step(run_index > 1                ? "running and timing the solution again (the outside clock disagreed)"
          : settings_.time             ? "running and timing the solution"
                                       : "running the solution",
          "worker");
+    std::future<Oracles> oracles;
+    // The draws, and their oracles started: called when the worker is ready for its draws (it has started
+    // and set up while they were made; a run again finds them made), or after it when it ended before.
+    const auto take = [&]() -> const Draws& {
+      const Draws& taken = drawn.get();
+      if (!oracles.valid())
+        oracles = start_oracles(task, *code, scalars, taken.first, taken.second, environment_.device, request, note);
+      return taken;
+    };
     WorkerLaunch launch = launch_for(environment_, settings_);
-    launch.before_first_clock = [&oracles] { oracles.wait(); };
-    outcome = run_worker(launch, request, bytes_of(task, first), bytes_of(task, second));
+    // The worker's first clock mark comes after it has its draws, so the oracles have started by then.
+    launch.before_first_clock = [&oracles] {
+      if (oracles.valid()) oracles.wait();
+    };
+    outcome = run_worker(launch, request, [&] {
+      const Draws& taken = take();
+      return DrawPair{bytes_of(task, taken.first), bytes_of(task, taken.second)};
+    });
+    const Draws& taken = take();
     draws.start_after(static_cast<std::size_t>(index - 1));
     const Oracles done = oracles.get();  // an oracle's error, rethrown
     record_worker(trace, outcome);
@@ -446,8 +480,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
     const WorkloadRun run{.task = task, .workload = workload, .code = *code, .scalars = scalars,
                           .device = environment_.device, .request = request, .outcome = outcome, .want = done.want,
                           .second_want = done.second_want, .oracle_of_call = std::cref(done.first),
-                          .first_digests = input_digests(task, first, request.digest_key),
-                          .second_digests = input_digests(task, second, request.digest_key),
+                          .first_digests = input_digests(task, taken.first, request.digest_key),
+                          .second_digests = input_digests(task, taken.second, request.digest_key),
                           .ceilings = environment_.ceilings, .timed = settings_.time};
     trace.comparisons.clear();
     found = check_run(run, trace.comparisons);
@@ -471,7 +505,8 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   trace.status = Status::passed;
   if (!settings_.time) return trace;
   if (settings_.baseline) draws.quiet();
-  const auto times = time_baselines(task, workload, *code, first, scalars, environment_, settings_, baselines_, step);
+  const auto times =
+      time_baselines(task, workload, *code, drawn.get().first, scalars, environment_, settings_, baselines_, step);
   add_performance(trace, task, workload, *outcome.report.timing, times.eager, times.library, environment_);
   if (!times.library_refused.empty())
     trace.warnings.push_back(fmt::format("the library path ({}) cannot run this workload: {}", task.library, times.library_refused));

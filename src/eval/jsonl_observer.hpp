@@ -6,7 +6,7 @@
 //   {"event":"run","run":1,"runs":3,"seed":5}                          (before each run's workloads)
 //   {"event":"finished","task":"norm/x","workload":"w","index":1,"count":2,"elapsed_seconds":3.4,
 //    "status":"passed","message":"","solution":"cuda","seed":5,"median_ms":0.0182,
-//    "phases":[{"name":"inputs","seconds":0.8},...],"outside_clock":{...},"second_clock":{...}}
+//    "phases":[{"name":"worker_start","seconds":0.1},...],"outside_clock":{...},"second_clock":{...}}
 // (seed: the run's, as --seed and --repeat give it; median_ms: the solution's, when it was timed;
 // phases: the trace's, in order; the clocks: the trace's, when it has them)
 #pragma once

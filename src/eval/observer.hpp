@@ -26,8 +26,8 @@ class EvalObserver {
   virtual ~EvalObserver() = default;
   virtual void building(const Task& task, const Solution& solution) {}
   virtual void built(const Task& task, const BuildResult& build) {}
-  // A step of a workload's evaluation begins: "inputs", "oracle", "running the solution", "checking",
-  // "timing the eager baseline", ...
+  // A step of a workload's evaluation begins: "running the solution", "oracle" (on the cpu device, while
+  // the worker waits for its draws), "checking", "timing the eager baseline", ...
   virtual void step(const WorkloadProgress& at, std::string_view what) {}
   virtual void finished(const WorkloadProgress& at, const Trace& trace) {}
   // Whoever repeats evaluations (`--repeat N`) says so before each: run 1-based among `runs`, its seed.

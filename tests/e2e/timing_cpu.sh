@@ -12,7 +12,9 @@ grep -Eq "^harness: [0-9.]+ s wall for 2 workloads; timing [0-9.]+ s \(solution 
 python3 - "$WORK/expert.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-names = ["inputs", "oracle", "worker_start", "worker_setup", "worker_draws", "worker_noop_timing", "worker_load", "worker_workspace",
+# The worker starts while its inputs are drawn: the wait for them (and, on the cpu device, for the oracles)
+# is its worker_draws, after its set-up.
+names = ["worker_start", "worker_setup", "worker_draws", "worker_noop_timing", "worker_load", "worker_workspace",
          "worker_prepare", "worker_second_draw", "worker_repeat", "worker_run", "solution_timing",
          "worker_verification", "worker_noop_call", "worker_noop_timing_after", "worker_release", "worker_done", "check", "baseline_timing"]
 for t in d["traces"]:

@@ -125,8 +125,8 @@ TEST_F(Worker, RunsACorrectSolutionWithWorkspacePrepareAndTiming) {
             << " ms per call with nothing called, " << *done.report.timed_seconds * 1e3 / 3 << " ms per timed call\n";
 }
 
-// The evaluator computes its oracles while the worker starts; the worker waits for them at its first clock
-// mark, and that wait is in no clock's interval.
+// The evaluator computes its oracles once the worker has its draws; the worker waits for them at its first
+// clock mark, and that wait is in no clock's interval.
 TEST_F(Worker, WaitsForTheCallerAtItsFirstClockMarkOutsideEveryTimedInterval) {
   WorkerRequest request = axpy_request(built("axpy.cpp"));
   time_exactly(request, 3);
