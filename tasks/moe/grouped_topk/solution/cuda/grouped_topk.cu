@@ -1,11 +1,14 @@
-// moe/grouped_topk: expert CUDA solution for the H200 (sm_90a), version 2.
+// moe/grouped_topk: expert CUDA solution for the H200 (sm_90a), version 3.
 //
 // One kernel, one pass over the logits, one token row per warp and four rows per 128-thread block: the
-// per-row algorithm (route_row.cuh) keeps a row's scores in its warp's registers and communicates only by
-// shuffles, a ballot and a warp reduction per round, with no shared memory and no block barrier. For
-// DeepSeek-V3 (256 experts) a lane holds 8 consecutive experts, read with two 16-byte loads of the logits
-// and two of the bias; a group is 4 lanes. The kernel is instantiated for the experts a lane holds (NT, the
-// smallest of 1, 2, 4, 8, 16, 32 that fits), and for full lanes (no padding slot, no per-slot predicate).
+// per-row algorithm (route_row.cuh) keeps a row's scores in its warp's registers and communicates by
+// shuffles, ballots and one warp reduction per round, with no block barrier; each warp has its own shared
+// memory for its row's unbiased scores and the round winners' ids (read once, after one __syncwarp). For
+// DeepSeek-V3 (256 experts) a lane holds 8 consecutive experts, read with two 16-byte loads of the bias and
+// two of the logits; a group is 4 lanes. The kernel is instantiated for the experts a lane holds (NT, the
+// smallest of 1, 2, 4, 8, 16, 32 that fits), for full lanes (no padding slot, no per-slot predicate), and,
+// for 8 group slots (DeepSeek-V3's 8 groups), with the group count and (for k = 8) the rounds unrolled at
+// compile time.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -25,20 +28,40 @@ constexpr int kWarps = kThreads / 32;
 struct DeviceWarp {
   static constexpr unsigned kFull = 0xffffffffu;
   __device__ __forceinline__ float shfl(float v, int src) const { return __shfl_sync(kFull, v, src); }
-  __device__ __forceinline__ int shfl(int v, int src) const { return __shfl_sync(kFull, v, src); }
   __device__ __forceinline__ float shfl_xor(float v, int d) const { return __shfl_xor_sync(kFull, v, d); }
   __device__ __forceinline__ unsigned ballot(bool pred) const { return __ballot_sync(kFull, pred); }
   __device__ __forceinline__ int reduce_max(int v) const { return __reduce_max_sync(kFull, v); }
-  __device__ __forceinline__ int lowest(unsigned mask) const { return __ffs(static_cast<int>(mask)) - 1; }
+  __device__ __forceinline__ void sync() const { __syncwarp(kFull); }
+  // A predicated st.shared at an address converted once per warp: written as "if (pred) *p = v", the
+  // compiler sinks the generic-to-shared conversion of p into each round's conditional store and ptxas
+  // predicates all of it (five instructions a round).
+  __device__ __forceinline__ void store_if(int* p, int v, bool pred) const {
+    const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q st.shared.b32 [%0], %1;\n\t}" ::"r"(address), "r"(v),
+                 "r"(static_cast<unsigned>(pred))
+                 : "memory");
+  }
+  __device__ __forceinline__ unsigned lt_mask() const {
+    unsigned mask;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));
+    return mask;
+  }
 };
 
-template <int NT, bool FULL>
+template <int NT, bool FULL, int GSC, int KC>
 __global__ void __launch_bounds__(kThreads) grouped_topk_kernel(Problem p) {
+  __shared__ alignas(16) float s_buf[kWarps][32 * NT];
+  __shared__ int rec[kWarps][gtopk::kMaxK];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long t = static_cast<long long>(blockIdx.x) * kWarps + warp;
   if (t >= p.T) return;  // the whole warp: every collective below has all 32 lanes
   DeviceWarp w;
-  gtopk::route_row<NT, FULL>(p, t, lane, w);
+  gtopk::route_row<NT, FULL, GSC, KC>(p, t, lane, w, s_buf[warp], rec[warp]);
+}
+
+template <int NT, bool FULL, int GSC, int KC>
+void launch(const Problem& p, unsigned blocks, cudaStream_t stream) {
+  grouped_topk_kernel<NT, FULL, GSC, KC><<<blocks, kThreads, 0, stream>>>(p);
 }
 
 }  // namespace
@@ -51,24 +74,29 @@ extern "C" int d2k_run(const d2k_call* call) {
   if (p.T == 0) return 0;
   const unsigned blocks = static_cast<unsigned>((p.T + kWarps - 1) / kWarps);
   const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);
+  const bool g8 = p.group_slots == 8;
   switch (nt) {
-    case 1: grouped_topk_kernel<1, false><<<blocks, kThreads, 0, stream>>>(p); break;
-    case 2: grouped_topk_kernel<2, false><<<blocks, kThreads, 0, stream>>>(p); break;
+    case 1: launch<1, false, 0, 0>(p, blocks, stream); break;
+    case 2: launch<2, false, 0, 0>(p, blocks, stream); break;
     case 4:
-      if (full) grouped_topk_kernel<4, true><<<blocks, kThreads, 0, stream>>>(p);
-      else grouped_topk_kernel<4, false><<<blocks, kThreads, 0, stream>>>(p);
+      if (full) launch<4, true, 0, 0>(p, blocks, stream);
+      else launch<4, false, 0, 0>(p, blocks, stream);
       break;
     case 8:
-      if (full) grouped_topk_kernel<8, true><<<blocks, kThreads, 0, stream>>>(p);
-      else grouped_topk_kernel<8, false><<<blocks, kThreads, 0, stream>>>(p);
+      // DeepSeek-V3 (256 experts, 8 groups, k 8): everything at compile time. DeepSeek-V2's grouping (160
+      // experts in 8 groups of 20: 5 a lane, not full) keeps the group count.
+      if (full && g8 && p.k == 8) launch<8, true, 8, 8>(p, blocks, stream);
+      else if (full) launch<8, true, 0, 0>(p, blocks, stream);
+      else if (g8) launch<8, false, 8, 0>(p, blocks, stream);
+      else launch<8, false, 0, 0>(p, blocks, stream);
       break;
     case 16:
-      if (full) grouped_topk_kernel<16, true><<<blocks, kThreads, 0, stream>>>(p);
-      else grouped_topk_kernel<16, false><<<blocks, kThreads, 0, stream>>>(p);
+      if (full) launch<16, true, 0, 0>(p, blocks, stream);
+      else launch<16, false, 0, 0>(p, blocks, stream);
       break;
     default:
-      if (full) grouped_topk_kernel<32, true><<<blocks, kThreads, 0, stream>>>(p);
-      else grouped_topk_kernel<32, false><<<blocks, kThreads, 0, stream>>>(p);
+      if (full) launch<32, true, 0, 0>(p, blocks, stream);
+      else launch<32, false, 0, 0>(p, blocks, stream);
       break;
   }
   const cudaError_t error = cudaGetLastError();

@@ -1,4 +1,4 @@
-// moe/grouped_topk, version 2: the host side of a call (its checks, error messages and the row mapping),
+// moe/grouped_topk, versions 2 and 3: the host side of a call (its checks, error messages and the row mapping),
 // shared by d2k_run and the host emulation of the kernel.
 #pragma once
 

@@ -1,25 +1,34 @@
-// moe/grouped_topk, version 2: one token row per warp. The per-row algorithm lives here, written once for
+// moe/grouped_topk, version 3: one token row per warp. The per-row algorithm lives here, written once for
 // the device kernel (grouped_topk.cu) and for a host emulation that runs the same source lane by lane with
 // the warp's collectives simulated (a test harness supplies its own Warp type).
 //
-// Mapping: lane l holds N consecutive experts. A group occupies m = 32 / (groups rounded up to a power of
-// two) consecutive lanes, N = ceil(E / groups / m) experts a lane; for DeepSeek-V3 (256 experts, 8 groups)
-// 4 lanes a group, 8 experts a lane, and the warp's 32 lanes read the row's 1 KB contiguously. A lower
-// lane always holds lower expert indices, so "lowest lane" breaks ties the way "lowest index" does.
+// Mapping (as v2): lane l holds N consecutive experts. A group occupies m = 32 / (groups rounded up to a
+// power of two) consecutive lanes, N = ceil(E / groups / m) experts a lane; for DeepSeek-V3 (256 experts, 8
+// groups) 4 lanes a group, 8 experts a lane, and the warp's 32 lanes read the row's 1 KB contiguously. A
+// lower lane always holds lower expert indices, so "lowest lane" breaks ties the way "lowest index" does.
 //
-//   1. s = 1 / (1 + __expf(-x)), c = s + bias, in registers (the float operations of v1).
-//   2. The lane's best two (c, slot) by a strict scan in slot order (lowest slot among equal values), which
-//      are also the lane's contribution to its group's top two; the group's top two merged over its m lanes
-//      by log2(m) xor shuffles of the two values (v1's fmin/fmax merge).
-//   3. The group's rank by counting better groups (larger score, or equal and lower index) over one
-//      shuffle per group slot; groups of rank >= topk_group drop out (their lanes offer minus infinity).
-//   4. k rounds: each lane offers its best untaken c; one warp reduction (redux.sync max) over an exact
-//      order-preserving integer image of c gives the round's value, a ballot of the lanes offering it and
-//      its lowest set bit the winner (lowest lane = lowest index among equal values). The winner's unbiased
-//      score and id are read by a shuffle each, summed in round order by every lane alike and kept by lane
-//      j for round j; the winner's lane advances to its precomputed second best, or, from its second win
-//      on, rescans its N registers for the best (c, slot) below the one it just gave.
-//   5. Lane j < k stores weight j (s_j / sum * scale, as v1) and id j: one coalesced store each.
+// v3 keeps v2's float operations (so its outputs are bit-identical to v2's) and shortens the row's chain:
+//   1. s = 1 / (1 + __expf(-x)), c = s + bias, for all N experts at once without a branch per element: the
+//      exponential as ex2.approx.ftz (equal to v2's ex2.approx wherever the result matters, see exp2_ftz)
+//      and the reciprocal as the MUFU.RCP + two-FMA sequence that ptxas emits for v2's IEEE division on
+//      its fast path (rcp_fast); one check per lane sends a lane with any 1 + e >= 2^126 (x < -87) to the
+//      IEEE division instead. Each lane writes its s to the warp's shared buffer (read once, at the end).
+//   2. The lane's best three (c, slot) by an insertion scan of selects (lower slot among equal values); its
+//      best two are the lane's share of the group's top two, merged over the group's m lanes by log2(m)
+//      xor shuffles (v1's fmin/fmax merge).
+//   3. The group's rank: each lane compares its group with groups/m others (two for DeepSeek-V3), one
+//      shuffle each, and a ballot per comparison gives every group its count of better groups by a popc
+//      of its own lanes' bits: 2 shuffles + 2 ballots instead of v2's 8 serial shuffles.
+//   4. k rounds, each one warp max reduction (redux.sync) over the exact integer image of the offered c,
+//      a ballot of the lanes offering it, and "no lower lane offers it" (the ballot and %lanemask_lt) for
+//      the winner: no find-first-set, no shuffle and no branch on a round's path. The winner records its
+//      expert id in shared memory at the round's slot and steps to its next cached entry by selects (a
+//      cache of three); a lane winning a third time (or more) rescans its c in a branch: 0.035
+//      rescans a row for normal logits, 0.11 for the ties workload (v2 rescanned from a lane's second win:
+//      0.78 and 1.15 a row).
+//   5. After one __syncwarp, lane j < k reads round j's id and that expert's s from shared memory, every
+//      lane sums the k scores in round order through k shuffles (v2's order and operations), and lane j
+//      stores weight j and id j: one coalesced store each.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +63,36 @@ struct Problem {
   bool vector_loads;  // 16-byte loads of a lane's N logits and biases (N = NT, a multiple of 4)
 };
 
-__host__ __device__ __forceinline__ float fast_exp(float x) {
+// 2^v as ex2.approx.ftz.f32 (a single MUFU.EX2). v2's __expf is ex2.approx.f32, which differs only where
+// v < -126 (it keeps a subnormal result, ftz flushes it): there e = 2^v < 2^-126 and 1 + e rounds to 1
+// either way, so the scores are the same bits.
+__host__ __device__ __forceinline__ float exp2_ftz(float v) {
 #ifdef __CUDA_ARCH__
-  return __expf(x);
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
 #else
-  // The host emulation's stand-in for the hardware exponential (ex2.approx of x log2 e): not bit-equal to
-  // it, but equal inputs give equal outputs, which is all the ranking of ties needs.
-  return std::exp2f(x * 1.4426950408889634f);
+  // The host emulation's stand-in for the hardware exponential: not bit-equal to it, but the same function
+  // of the same argument as the emulation of v2 uses, which is what the bit comparison needs.
+  return std::exp2f(v);
+#endif
+}
+
+// 1 / y for y in [1, 2^126): the fast path that ptxas (CUDA 13.0, sm_90a) emits for v2's IEEE division
+// 1.0f / y, instruction for instruction: MUFU.RCP r; FFMA d = y r - 1; FFMA r - r d (v2 negates d with an
+// FADD.FTZ first; d is 0 or at least 2^-47 in magnitude, never subnormal, so the FTZ changes nothing). The
+// division takes that path exactly when y's exponent is not 253, 254, 255 or 0, which for y >= 1 means
+// y < 2^126; route_row checks that before it keeps the result.
+__host__ __device__ __forceinline__ float rcp_fast(float y) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  const float d = fmaf(y, r, -1.0f);
+  return fmaf(r, -d, r);
+#else
+  // Outside the range the device's sequence is not the IEEE result: the stand-in returns NaN there, so
+  // that a missing range check shows in the emulation's comparison.
+  return y < 0x1p126f ? 1.0f / y : NAN;
 #endif
 }
 
@@ -74,6 +106,24 @@ __host__ __device__ __forceinline__ int float_bits(float x) {
 #endif
 }
 
+__host__ __device__ __forceinline__ float bits_float(int b) {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(b);
+#else
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+#endif
+}
+
+__host__ __device__ __forceinline__ int popc(unsigned v) {
+#ifdef __CUDA_ARCH__
+  return __popc(v);
+#else
+  return __builtin_popcount(v);
+#endif
+}
+
 // An exact order-preserving image of a float as a signed integer: a < b exactly when key(a) < key(b), and
 // a == b exactly when key(a) == key(b), for every non-NaN value (adding +0 first turns -0 into +0, the only
 // pair of equal floats with different bits). No rounding: the integer is the float's own bits.
@@ -81,6 +131,12 @@ __host__ __device__ __forceinline__ int order_key(float x) {
   const int b = float_bits(x + 0.0f);
   return b ^ ((b >> 31) & 0x7fffffff);
 }
+
+// The inverse of order_key (the same bit flip: it keeps the sign bit, so applying it twice is the identity).
+__host__ __device__ __forceinline__ float key_value(int key) { return bits_float(key ^ ((key >> 31) & 0x7fffffff)); }
+
+// Below every key of a number (order_key(-inf) is 0x807fffff): the offer of a lane whose group is dropped.
+constexpr int kNoKey = static_cast<int>(0x80000000u);
 
 __host__ __device__ __forceinline__ float load(const float* p) {
 #ifdef __CUDA_ARCH__
@@ -103,123 +159,276 @@ __host__ __device__ __forceinline__ Four load4(const float* p) {
 #endif
 }
 
+__host__ __device__ __forceinline__ void store4(float* p, float a, float b, float c, float d) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+#else
+  p[0] = a, p[1] = b, p[2] = c, p[3] = d;
+#endif
+}
+
 // (c, index) is better than (oc, oindex): larger c, or equal c and lower index.
 __host__ __device__ __forceinline__ bool better(float c, int index, float oc, int oindex) {
   return c > oc || (c == oc && index < oindex);
 }
 
-// Routes token row t with the calling warp. Warp supplies the collectives over all 32 lanes:
-// shfl(v, src), shfl_xor(v, d), ballot(pred), reduce_max(int), lowest(mask) (index of the lowest set bit).
+// A lane's best three (value, slot): v1 >= v2 >= v3, and among equal values the lower slot first (v2's
+// order). Missing entries (a lane of fewer than three experts) are (-inf, NT).
+struct Top3 {
+  float v1, v2, v3;
+  int i1, i2, i3;
+};
+
+// An insertion scan in slot order: a later slot enters ahead of an entry only if strictly larger, so equal
+// values keep their slot order. Selects only (the indices are compile-time: no register is indexed at run
+// time, and no branch).
+template <int NT>
+__host__ __device__ __forceinline__ Top3 lane_top3(const float (&c)[NT]) {
+  Top3 r{c[0], -INFINITY, -INFINITY, 0, NT, NT};
+#pragma unroll
+  for (int i = 1; i < NT; ++i) {
+    const float x = c[i];
+    const bool p1 = x > r.v1, p2 = x > r.v2, p3 = x > r.v3;
+    r.v3 = p2 ? r.v2 : (p3 ? x : r.v3);
+    r.i3 = p2 ? r.i2 : (p3 ? i : r.i3);
+    r.v2 = p1 ? r.v1 : (p2 ? x : r.v2);
+    r.i2 = p1 ? r.i1 : (p2 ? i : r.i2);
+    r.v1 = p1 ? x : r.v1;
+    r.i1 = p1 ? i : r.i1;
+  }
+  return r;
+}
+
+// A lane's place in a row (the same for every row): the experts it holds, its group and its lanes.
 // FULL: every lane holds exactly NT experts (E = 32 NT, groups a power of two), so no slot is padding.
-template <int NT, bool FULL, class Warp>
-__host__ __device__ __forceinline__ void route_row(const Problem& p, long long t, int lane, Warp& warp) {
+// GSC: the group slots at compile time (0: p.group_slots at run time). KC: k at compile time (0: p.k).
+template <int NT, bool FULL, int GSC, int KC>
+struct LaneMap {
   static_assert(!FULL || NT % 4 == 0, "a full lane loads its experts 4 at a time");
-  const int m = 1 << p.lane_shift;
-  const int g = lane >> p.lane_shift, q = lane & (m - 1);
-  const int first = g * p.per_group + q * p.per_lane;  // expert of slot 0
-  int count = NT;
-  if (!FULL) {
-    count = p.per_group - q * p.per_lane;
-    count = count < 0 ? 0 : (count > p.per_lane ? p.per_lane : count);
-    if (g >= p.groups) count = 0;
+  static_assert(GSC == 0 || (GSC >= 1 && GSC <= 32 && (GSC & (GSC - 1)) == 0), "group slots: a power of two");
+  static constexpr int kLs = GSC == 0 ? -1 : (GSC == 1 ? 5 : GSC == 2 ? 4 : GSC == 4 ? 3 : GSC == 8 ? 2 : GSC == 16 ? 1 : 0);
+  int ls, gslots, groups, k, m, g, q, first, count;
+
+  __host__ __device__ __forceinline__ LaneMap(const Problem& p, int lane) {
+    ls = GSC != 0 ? kLs : p.lane_shift;
+    gslots = GSC != 0 ? GSC : p.group_slots;
+    groups = (FULL && GSC != 0) ? GSC : p.groups;
+    k = KC != 0 ? KC : p.k;
+    m = 1 << ls;
+    g = lane >> ls, q = lane & (m - 1);
+    const int per_lane = FULL ? NT : p.per_lane;
+    first = g * (FULL ? NT * m : p.per_group) + q * per_lane;  // expert of slot 0
+    count = NT;
+    if (!FULL) {
+      count = p.per_group - q * p.per_lane;
+      count = count < 0 ? 0 : (count > p.per_lane ? p.per_lane : count);
+      if (g >= p.groups) count = 0;
+    }
   }
 
-  float x[NT], b[NT];
-  const float* row = p.logits + t * p.l_row;
-  const auto scalar_loads = [&]() {
-#pragma unroll
-    for (int i = 0; i < NT; ++i) {
-      x[i] = i < count ? load(row + (first + i) * p.l_col) : 0.0f;
-      b[i] = i < count ? load(p.bias + (first + i) * p.b_stride) : 0.0f;
+  __host__ __device__ __forceinline__ bool vector(const Problem& p) const {
+    if constexpr (NT % 4 != 0) {
+      return false;
+    } else {
+      return FULL || (p.vector_loads && count == NT);
     }
-  };
-  if constexpr (NT % 4 == 0) {
-    if (FULL || (p.vector_loads && count == NT)) {
+  }
+
+  // The lane's NT values of a row of stride `stride` starting at `base` (0 in padding slots).
+  __host__ __device__ __forceinline__ void load(const Problem& p, const float* base, long long stride,
+                                                float (&v)[NT]) const {
+    if (vector(p)) {
 #pragma unroll
       for (int i = 0; i < NT / 4; ++i) {
-        const Four v = load4(row + first + 4 * i), w = load4(p.bias + first + 4 * i);
-        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-        b[4 * i] = w.x, b[4 * i + 1] = w.y, b[4 * i + 2] = w.z, b[4 * i + 3] = w.w;
+        const Four w = load4(base + first + 4 * i);
+        v[4 * i] = w.x, v[4 * i + 1] = w.y, v[4 * i + 2] = w.z, v[4 * i + 3] = w.w;
       }
     } else {
-      scalar_loads();
+#pragma unroll
+      for (int i = 0; i < NT; ++i) v[i] = i < count ? gtopk::load(base + (first + i) * stride) : 0.0f;
     }
-  } else {
-    scalar_loads();
   }
+  // The bias and row t's logits, each 16-byte load of the bias next to one of the logits (as v2).
+  __host__ __device__ __forceinline__ void load_both(const Problem& p, long long t, float (&b)[NT],
+                                                     float (&x)[NT]) const {
+    const float* row = p.logits + t * p.l_row;
+    if (vector(p)) {
+#pragma unroll
+      for (int i = 0; i < NT / 4; ++i) {
+        const Four w = load4(p.bias + first + 4 * i), v = load4(row + first + 4 * i);
+        b[4 * i] = w.x, b[4 * i + 1] = w.y, b[4 * i + 2] = w.z, b[4 * i + 3] = w.w;
+        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        b[i] = i < count ? gtopk::load(p.bias + (first + i) * p.b_stride) : 0.0f;
+        x[i] = i < count ? gtopk::load(row + (first + i) * p.l_col) : 0.0f;
+      }
+    }
+  }
+  __host__ __device__ __forceinline__ void load_bias(const Problem& p, float (&b)[NT]) const {
+    load(p, p.bias, p.b_stride, b);
+  }
+  __host__ __device__ __forceinline__ void load_logits(const Problem& p, long long t, float (&x)[NT]) const {
+    load(p, p.logits + t * p.l_row, p.l_col, x);
+  }
+};
 
-  // Scores, and the lane's best two (cur, nxt) by a strict scan in slot order.
-  float c[NT], s[NT];
-  float cv = -INFINITY, cs = 0.0f, nv = -INFINITY, ns = 0.0f;
-  int ci = NT, ni = NT;
+// Routes token row t, whose logits x and the bias b the lane has loaded (LaneMap::load_logits, load_bias),
+// with the calling warp. Warp supplies the collectives over all 32 lanes: shfl(v, src), shfl_xor(v, d),
+// ballot(pred), reduce_max(int), sync() (a __syncwarp), lt_mask() (the lanes below the caller, %lanemask_lt,
+// so lt_mask() + 1 is the caller's own bit), and store_if(p, v, pred) (*p = v where pred, p in shared memory). The warp's own shared memory: s_buf, 32 NT floats
+// (the row's s at [e]), and rec, k ints (round j's winner at [j]). A warp that routes another row with the
+// same buffers calls warp.sync() in between.
+template <int NT, bool FULL, int GSC, int KC, class Warp>
+__host__ __device__ __forceinline__ void route_loaded(const Problem& p, const LaneMap<NT, FULL, GSC, KC>& lm, long long t,
+                                                      int lane, Warp& warp, const float (&x)[NT], const float (&b)[NT],
+                                                      float* s_buf, int* rec) {
+  const int groups = lm.groups, gslots = lm.gslots, k = lm.k, m = lm.m, ls = lm.ls, g = lm.g, q = lm.q;
+  const int first = lm.first, count = lm.count;
+
+  // 1. Scores: all NT at once; one range check per lane.
+  float s[NT], c[NT];
+  {
+    float y[NT];
+#pragma unroll
+    for (int i = 0; i < NT; ++i) y[i] = 1.0f + exp2_ftz(x[i] * -1.4426950408889634f);  // v2: 1 + __expf(-x)
+    float ymax = y[0];
+#pragma unroll
+    for (int i = 1; i < NT; ++i) ymax = fmaxf(ymax, y[i]);
+#pragma unroll
+    for (int i = 0; i < NT; ++i) s[i] = rcp_fast(y[i]);
+    if (!(ymax < 0x1p126f)) {  // some x < -87 (or NaN): the IEEE division, as v2 computes every score
+#pragma unroll
+      for (int i = 0; i < NT; ++i) s[i] = 1.0f / y[i];
+    }
+  }
 #pragma unroll
   for (int i = 0; i < NT; ++i) {
     if (FULL || i < count) {
-      s[i] = 1.0f / (1.0f + fast_exp(-x[i]));
       c[i] = s[i] + b[i];
     } else {
       s[i] = 0.0f, c[i] = -INFINITY;
     }
-    if (c[i] > cv) {
-      nv = cv, ns = cs, ni = ci;
-      cv = c[i], cs = s[i], ci = i;
-    } else if (c[i] > nv) {
-      nv = c[i], ns = s[i], ni = i;
+  }
+  // s for the weights at the end. (c stays in registers for a rescan: written to shared memory as well, it
+  // let ptxas issue the bias loads only after the sigmoids, a second memory latency on the row's path.)
+  if constexpr (FULL) {
+#pragma unroll
+    for (int i = 0; i < NT; i += 4) {
+      store4(s_buf + first + i, s[i], s[i + 1], s[i + 2], s[i + 3]);
     }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+      if (i < count) s_buf[first + i] = s[i];
   }
 
-  if (p.keep < p.groups) {
-    // The group's top two over its m lanes (the largest twice when it occurs twice), then its rank.
-    float top1 = cv, top2 = nv;
+  // 2. The lane's best three.
+  const Top3 best = lane_top3<NT>(c);
+  int key1 = order_key(best.v1), key2 = order_key(best.v2), key3 = order_key(best.v3);
+  int id1 = first + best.i1, id2 = first + best.i2, id3 = first + best.i3;
+
+  // 3. The group's top two over its m lanes (the largest twice when it occurs twice), its score, its rank.
+  if (p.keep < groups) {
+    float top1 = best.v1, top2 = best.v2;
+#pragma unroll
     for (int d = 1; d < m; d <<= 1) {
       const float o1 = warp.shfl_xor(top1, d), o2 = warp.shfl_xor(top2, d);
       top2 = fmaxf(fminf(top1, o1), fmaxf(top2, o2));
       top1 = fmaxf(top1, o1);
     }
-    const float group_score = g < p.groups ? top1 + top2 : -INFINITY;
+    const float group_score = g < groups ? top1 + top2 : -INFINITY;
+    // Lane q of group g compares g with groups h = q, q + m, q + 2m, ... (those below gslots); the ballot
+    // of comparison r holds, in g's m lanes, whether each of its m groups is better than g.
+    const int rounds = gslots > m ? gslots >> ls : 1;
+    const unsigned own = (2u << (m - 1)) - 1u;  // m low bits (all 32 when m is 32)
     int rank = 0;
-    for (int h = 0; h < p.group_slots; ++h) {
-      const float other = warp.shfl(group_score, h << p.lane_shift);
-      rank += better(other, h, group_score, g) ? 1 : 0;
+#pragma unroll
+    for (int r = 0; r < rounds; ++r) {
+      const int h = q + (r << ls);
+      const bool valid = h < gslots;
+      const float other = warp.shfl(group_score, (valid ? h : 0) << ls);
+      const unsigned bits = warp.ballot(valid && better(other, h, group_score, g));
+      rank += popc((bits >> (lane - q)) & own);
     }
-    if (rank >= p.keep) cv = -INFINITY, nv = -INFINITY, count = 0;  // a dropped group offers nothing
+    if (rank >= p.keep) key1 = kNoKey, key2 = kNoKey, key3 = kNoKey;  // a dropped group offers nothing
   }
 
-  // k rounds of a warp argmax on (c descending, lane ascending).
-  bool have_next = true;
-  float sum = 0.0f, out_s = 0.0f;
-  int out_id = 0;
-  for (int j = 0; j < p.k; ++j) {
-    const int key = order_key(cv);
-    const int best = warp.reduce_max(key);
-    const int winner = warp.lowest(warp.ballot(key == best));
-    const float ws = warp.shfl(cs, winner);
-    const int wid = warp.shfl(first + ci, winner);
-    sum += ws;
-    if (lane == j) out_s = ws, out_id = wid;
-    if (lane == winner && j + 1 < p.k) {
-      if (have_next) {
-        cv = nv, cs = ns, ci = ni, have_next = false;
-      } else {
+  // 4. k rounds of a warp argmax on (c descending, lane ascending).
+  const unsigned below = warp.lt_mask(), mine = below + 1u;  // the lanes below this one; this lane's bit
+  const auto round = [&](int j) {
+    const int best_key = warp.reduce_max(key1);
+    const unsigned offering = warp.ballot(key1 == best_key);
+    // The lowest offering lane wins: of this lane and those below it, only this lane offers. Written as a
+    // test of the ballot that every lane evaluates (ptxas turns "offers && no lower lane offers" into a
+    // branch of the offering lanes around the ballot, a divergent region in every round).
+    const bool win = (offering & (below | mine)) == mine;
+    warp.store_if(rec + j, id1, win);
+    if (j + 1 < k) {
+      // The winner shifts its cache up by one; kNoKey marks a used-up entry, and a lane that wins with
+      // nothing cached behind its offer (its third win, or later) rescans. In rounds 0 and 1 no kept lane
+      // has won twice yet, so its key2 is still cached (a dropped lane's keys are all kNoKey, but it never
+      // wins): no rescan there.
+      const int last_key = key1, last_id = id1;
+      const bool refill = j >= 2 && win && key2 == kNoKey;
+      key1 = win ? key2 : key1, id1 = win ? id2 : id1;
+      key2 = win ? key3 : key2, id2 = win ? id3 : id2;
+      key3 = win ? kNoKey : key3;
+      if (refill) {
         // The best (c, slot) below the one just given: lower c, or equal c and a later slot.
-        const float last = cv;
-        const int last_i = ci;
-        cv = -INFINITY, cs = 0.0f, ci = NT;
+        const float last = key_value(last_key);
+        const int last_i = last_id - first;
+        float cv = -INFINITY;
+        int ci = NT;
 #pragma unroll
         for (int i = 0; i < NT; ++i) {
+          const float ce = (FULL || i < count) ? c[i] : -INFINITY;
           // Bitwise, not short-circuit: predicates and selects rather than a branch per slot.
-          const bool below = (c[i] < last) | ((c[i] == last) & (i > last_i));
-          if ((FULL || i < count) & below & (c[i] > cv)) cv = c[i], cs = s[i], ci = i;
+          const bool lower = (ce < last) | ((ce == last) & (i > last_i));
+          if (lower & (ce > cv)) cv = ce, ci = i;
         }
+        key1 = order_key(cv), id1 = first + ci;
       }
     }
+  };
+  if constexpr (KC != 0) {
+#pragma unroll
+    for (int j = 0; j < KC; ++j) round(j);
+  } else {
+    for (int j = 0; j < k; ++j) round(j);
   }
 
-  if (lane < p.k) {
+  // 5. Round j's id and score to lane j; the sum in round order; the stores.
+  warp.sync();
+  float out_s = 0.0f;
+  int out_id = 0;
+  if (lane < k) out_id = rec[lane], out_s = s_buf[out_id];
+  // v2's sum starts from 0.0f; 0 + s_0 is s_0 itself (s is never -0), so the sum starts at s_0.
+  float sum = warp.shfl(out_s, 0);
+  if constexpr (KC != 0) {
+#pragma unroll
+    for (int j = 1; j < KC; ++j) sum += warp.shfl(out_s, j);
+  } else {
+    for (int j = 1; j < k; ++j) sum += warp.shfl(out_s, j);
+  }
+  if (lane < k) {
     const float w = p.renormalize ? out_s / sum * p.scale : out_s * p.scale;
     p.weights[t * p.w_row + lane * p.w_col] = w;
     p.ids[t * p.i_row + lane * p.i_col] = out_id;
   }
+}
+
+// One row: the loads (the bias first: its address does not depend on the row, and after the first warp it
+// is in L2) and route_loaded.
+template <int NT, bool FULL, int GSC, int KC, class Warp>
+__host__ __device__ __forceinline__ void route_row(const Problem& p, long long t, int lane, Warp& warp, float* s_buf,
+                                                   int* rec) {
+  const LaneMap<NT, FULL, GSC, KC> lm(p, lane);
+  float x[NT], b[NT];
+  lm.load_both(p, t, b, x);
+  route_loaded(p, lm, t, lane, warp, x, b, s_buf, rec);
 }
 
 }  // namespace gtopk
