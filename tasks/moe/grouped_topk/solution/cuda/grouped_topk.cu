@@ -3,12 +3,12 @@
 // One kernel, one pass over the logits, one token row per warp and four rows per 128-thread block: the
 // per-row algorithm (route_row.cuh) keeps a row's scores in its warp's registers and communicates by
 // shuffles, ballots and one warp reduction per round, with no block barrier; each warp has its own shared
-// memory for its row's unbiased scores and the round winners' ids (read once, after one __syncwarp). For
+// memory for its row's scores and the round winners' ids (read after a __syncwarp). For
 // DeepSeek-V3 (256 experts) a lane holds 8 consecutive experts, read with two 16-byte loads of the bias and
 // two of the logits; a group is 4 lanes. The kernel is instantiated for the experts a lane holds (NT, the
-// smallest of 1, 2, 4, 8, 16, 32 that fits), for full lanes (no padding slot, no per-slot predicate), and,
-// for 8 group slots (DeepSeek-V3's 8 groups), with the group count and (for k = 8) the rounds unrolled at
-// compile time.
+// smallest of 1, 2, 4, 8, 16, 32 that fits), for full lanes (no padding slot, no per-slot predicate), for 8
+// group slots (DeepSeek-V2's grouping) with the group count at compile time, and for DeepSeek-V3's shape
+// with everything at compile time and the kept groups' experts spread over the warp (route_loaded_spread).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -48,20 +48,20 @@ struct DeviceWarp {
   }
 };
 
-template <int NT, bool FULL, int GSC, int KC>
+template <int NT, bool FULL, int GSC, int KC, int KEEPC>
 __global__ void __launch_bounds__(kThreads) grouped_topk_kernel(Problem p) {
-  __shared__ alignas(16) float s_buf[kWarps][32 * NT];
+  __shared__ alignas(16) float buf[kWarps][(KEEPC != 0 ? 64 : 32) * NT];
   __shared__ int rec[kWarps][gtopk::kMaxK];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long t = static_cast<long long>(blockIdx.x) * kWarps + warp;
   if (t >= p.T) return;  // the whole warp: every collective below has all 32 lanes
   DeviceWarp w;
-  gtopk::route_row<NT, FULL, GSC, KC>(p, t, lane, w, s_buf[warp], rec[warp]);
+  gtopk::route_row<NT, FULL, GSC, KC, KEEPC>(p, t, lane, w, buf[warp], rec[warp]);
 }
 
-template <int NT, bool FULL, int GSC, int KC>
+template <int NT, bool FULL, int GSC, int KC, int KEEPC>
 void launch(const Problem& p, unsigned blocks, cudaStream_t stream) {
-  grouped_topk_kernel<NT, FULL, GSC, KC><<<blocks, kThreads, 0, stream>>>(p);
+  grouped_topk_kernel<NT, FULL, GSC, KC, KEEPC><<<blocks, kThreads, 0, stream>>>(p);
 }
 
 }  // namespace
@@ -76,27 +76,28 @@ extern "C" int d2k_run(const d2k_call* call) {
   const cudaStream_t stream = static_cast<cudaStream_t>(call->stream);
   const bool g8 = p.group_slots == 8;
   switch (nt) {
-    case 1: launch<1, false, 0, 0>(p, blocks, stream); break;
-    case 2: launch<2, false, 0, 0>(p, blocks, stream); break;
+    case 1: launch<1, false, 0, 0, 0>(p, blocks, stream); break;
+    case 2: launch<2, false, 0, 0, 0>(p, blocks, stream); break;
     case 4:
-      if (full) launch<4, true, 0, 0>(p, blocks, stream);
-      else launch<4, false, 0, 0>(p, blocks, stream);
+      if (full) launch<4, true, 0, 0, 0>(p, blocks, stream);
+      else launch<4, false, 0, 0, 0>(p, blocks, stream);
       break;
     case 8:
-      // DeepSeek-V3 (256 experts, 8 groups, k 8): everything at compile time. DeepSeek-V2's grouping (160
-      // experts in 8 groups of 20: 5 a lane, not full) keeps the group count.
-      if (full && g8 && p.k == 8) launch<8, true, 8, 8>(p, blocks, stream);
-      else if (full) launch<8, true, 0, 0>(p, blocks, stream);
-      else if (g8) launch<8, false, 8, 0>(p, blocks, stream);
-      else launch<8, false, 0, 0>(p, blocks, stream);
+      // DeepSeek-V3 (256 experts, 8 groups, 4 kept, k 8): everything at compile time, the kept experts
+      // spread over the warp. DeepSeek-V2's grouping (160 experts in 8 groups of 20: 5 a lane, not full)
+      // keeps the group count at compile time.
+      if (full && g8 && p.k == 8 && p.keep == 4) launch<8, true, 8, 8, 4>(p, blocks, stream);
+      else if (full) launch<8, true, 0, 0, 0>(p, blocks, stream);
+      else if (g8) launch<8, false, 8, 0, 0>(p, blocks, stream);
+      else launch<8, false, 0, 0, 0>(p, blocks, stream);
       break;
     case 16:
-      if (full) launch<16, true, 0, 0>(p, blocks, stream);
-      else launch<16, false, 0, 0>(p, blocks, stream);
+      if (full) launch<16, true, 0, 0, 0>(p, blocks, stream);
+      else launch<16, false, 0, 0, 0>(p, blocks, stream);
       break;
     default:
-      if (full) launch<32, true, 0, 0>(p, blocks, stream);
-      else launch<32, false, 0, 0>(p, blocks, stream);
+      if (full) launch<32, true, 0, 0, 0>(p, blocks, stream);
+      else launch<32, false, 0, 0, 0>(p, blocks, stream);
       break;
   }
   const cudaError_t error = cudaGetLastError();

@@ -23,12 +23,16 @@
 //      a ballot of the lanes offering it, and "no lower lane offers it" (the ballot and %lanemask_lt) for
 //      the winner: no find-first-set, no shuffle and no branch on a round's path. The winner records its
 //      expert id in shared memory at the round's slot and steps to its next cached entry by selects (a
-//      cache of three); a lane winning a third time (or more) rescans its c in a branch: 0.035
-//      rescans a row for normal logits, 0.11 for the ties workload (v2 rescanned from a lane's second win:
-//      0.78 and 1.15 a row).
+//      cache of three); a lane winning a third time (or more) rescans its c in a branch: 0.035 rescans a
+//      row for normal logits, 0.11 for the ties workload (v2 rescanned from a lane's second win: 0.78 and
+//      1.15 a row).
 //   5. After one __syncwarp, lane j < k reads round j's id and that expert's s from shared memory, every
 //      lane sums the k scores in round order through k shuffles (v2's order and operations), and lane j
 //      stores weight j and id j: one coalesced store each.
+// DeepSeek-V3's shape (its 4 kept groups hold 128 experts, 4 a lane) takes route_loaded_spread instead of
+// steps 2 and 4: the lane's best two values only, then the kept groups' experts spread over all 32 lanes
+// (4 consecutive experts a lane, in index order, their c read back from shared memory), sorted by five
+// compare-exchanges, and rounds that step through all four without a rescan or a branch.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +128,14 @@ __host__ __device__ __forceinline__ int popc(unsigned v) {
 #endif
 }
 
+__host__ __device__ __forceinline__ int clz(unsigned v) {
+#ifdef __CUDA_ARCH__
+  return __clz(static_cast<int>(v));
+#else
+  return v == 0 ? 32 : __builtin_clz(v);
+#endif
+}
+
 // An exact order-preserving image of a float as a signed integer: a < b exactly when key(a) < key(b), and
 // a == b exactly when key(a) == key(b), for every non-NaN value (adding +0 first turns -0 into +0, the only
 // pair of equal floats with different bits). No rounding: the integer is the float's own bits.
@@ -153,6 +165,16 @@ struct Four {
 __host__ __device__ __forceinline__ Four load4(const float* p) {
 #ifdef __CUDA_ARCH__
   const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+  return {v.x, v.y, v.z, v.w};
+#else
+  return {p[0], p[1], p[2], p[3]};
+#endif
+}
+
+// 16 bytes of shared memory (written by other lanes before a __syncwarp): a plain load, not __ldg.
+__host__ __device__ __forceinline__ Four load4_shared(const float* p) {
+#ifdef __CUDA_ARCH__
+  const float4 v = *reinterpret_cast<const float4*>(p);
   return {v.x, v.y, v.z, v.w};
 #else
   return {p[0], p[1], p[2], p[3]};
@@ -275,34 +297,22 @@ struct LaneMap {
   }
 };
 
-// Routes token row t, whose logits x and the bias b the lane has loaded (LaneMap::load_logits, load_bias),
-// with the calling warp. Warp supplies the collectives over all 32 lanes: shfl(v, src), shfl_xor(v, d),
-// ballot(pred), reduce_max(int), sync() (a __syncwarp), lt_mask() (the lanes below the caller, %lanemask_lt,
-// so lt_mask() + 1 is the caller's own bit), and store_if(p, v, pred) (*p = v where pred, p in shared memory). The warp's own shared memory: s_buf, 32 NT floats
-// (the row's s at [e]), and rec, k ints (round j's winner at [j]). A warp that routes another row with the
-// same buffers calls warp.sync() in between.
-template <int NT, bool FULL, int GSC, int KC, class Warp>
-__host__ __device__ __forceinline__ void route_loaded(const Problem& p, const LaneMap<NT, FULL, GSC, KC>& lm, long long t,
-                                                      int lane, Warp& warp, const float (&x)[NT], const float (&b)[NT],
-                                                      float* s_buf, int* rec) {
-  const int groups = lm.groups, gslots = lm.gslots, k = lm.k, m = lm.m, ls = lm.ls, g = lm.g, q = lm.q;
-  const int first = lm.first, count = lm.count;
-
-  // 1. Scores: all NT at once; one range check per lane.
-  float s[NT], c[NT];
-  {
-    float y[NT];
+// Step 1 for one lane: s = 1 / (1 + __expf(-x)) and c = s + bias for its NT experts at once (padding slots:
+// s 0, c -inf).
+template <int NT, bool FULL>
+__host__ __device__ __forceinline__ void scores(const float (&x)[NT], const float (&b)[NT], int count, float (&s)[NT],
+                                                float (&c)[NT]) {
+  float y[NT];
 #pragma unroll
-    for (int i = 0; i < NT; ++i) y[i] = 1.0f + exp2_ftz(x[i] * -1.4426950408889634f);  // v2: 1 + __expf(-x)
-    float ymax = y[0];
+  for (int i = 0; i < NT; ++i) y[i] = 1.0f + exp2_ftz(x[i] * -1.4426950408889634f);  // v2: 1 + __expf(-x)
+  float ymax = y[0];
 #pragma unroll
-    for (int i = 1; i < NT; ++i) ymax = fmaxf(ymax, y[i]);
+  for (int i = 1; i < NT; ++i) ymax = fmaxf(ymax, y[i]);
 #pragma unroll
-    for (int i = 0; i < NT; ++i) s[i] = rcp_fast(y[i]);
-    if (!(ymax < 0x1p126f)) {  // some x < -87 (or NaN): the IEEE division, as v2 computes every score
+  for (int i = 0; i < NT; ++i) s[i] = rcp_fast(y[i]);
+  if (!(ymax < 0x1p126f)) {  // some x < -87 (or NaN): the IEEE division, as v2 computes every score
 #pragma unroll
-      for (int i = 0; i < NT; ++i) s[i] = 1.0f / y[i];
-    }
+    for (int i = 0; i < NT; ++i) s[i] = 1.0f / y[i];
   }
 #pragma unroll
   for (int i = 0; i < NT; ++i) {
@@ -312,59 +322,118 @@ __host__ __device__ __forceinline__ void route_loaded(const Problem& p, const La
       s[i] = 0.0f, c[i] = -INFINITY;
     }
   }
-  // s for the weights at the end. (c stays in registers for a rescan: written to shared memory as well, it
-  // let ptxas issue the bias loads only after the sigmoids, a second memory latency on the row's path.)
+}
+
+// The lane's values v[0..NT) (slot i at first + i) into a per-warp shared buffer indexed by expert.
+template <int NT, bool FULL>
+__host__ __device__ __forceinline__ void store_row(float* buf, int first, int count, const float (&v)[NT]) {
   if constexpr (FULL) {
 #pragma unroll
-    for (int i = 0; i < NT; i += 4) {
-      store4(s_buf + first + i, s[i], s[i + 1], s[i + 2], s[i + 3]);
-    }
+    for (int i = 0; i < NT; i += 4) store4(buf + first + i, v[i], v[i + 1], v[i + 2], v[i + 3]);
   } else {
 #pragma unroll
     for (int i = 0; i < NT; ++i)
-      if (i < count) s_buf[first + i] = s[i];
+      if (i < count) buf[first + i] = v[i];
   }
+}
+
+// Step 3: the group's top two over its m lanes from each lane's best two values (the largest twice when it
+// occurs twice; v1's fmin/fmax merge), its score, and its rank: lane q of group g compares g with groups
+// h = q, q + m, q + 2m, ... (those below gslots), one shuffle each, and the ballot of comparison r holds,
+// in g's m lanes, whether each of its m groups is better than g.
+template <int GSC, class Warp>
+__host__ __device__ __forceinline__ int group_rank(Warp& warp, float top1, float top2, int lane, int g, int q, int m,
+                                                   int ls, int groups, int gslots) {
+#pragma unroll
+  for (int d = 1; d < m; d <<= 1) {
+    const float o1 = warp.shfl_xor(top1, d), o2 = warp.shfl_xor(top2, d);
+    top2 = fmaxf(fminf(top1, o1), fmaxf(top2, o2));
+    top1 = fmaxf(top1, o1);
+  }
+  const float group_score = g < groups ? top1 + top2 : -INFINITY;
+  const int rounds = gslots > m ? gslots >> ls : 1;
+  const unsigned own = (2u << (m - 1)) - 1u;  // m low bits (all 32 when m is 32)
+  int rank = 0;
+#pragma unroll
+  for (int r = 0; r < rounds; ++r) {
+    const int h = q + (r << ls);
+    const bool valid = h < gslots;
+    const float other = warp.shfl(group_score, (valid ? h : 0) << ls);
+    const unsigned bits = warp.ballot(valid && better(other, h, group_score, g));
+    rank += popc((bits >> (lane - q)) & own);
+  }
+  return rank;
+}
+
+// Step 5: after a __syncwarp, lane j < k reads round j's id and that expert's s from shared memory, every
+// lane sums the k scores in round order through k shuffles (v2's order and operations: v2's sum starts
+// from 0.0f, and 0 + s_0 is s_0 itself since s is never -0), and lane j stores weight j and id j.
+template <int KC, class Warp>
+__host__ __device__ __forceinline__ void finish(const Problem& p, long long t, int lane, int k, Warp& warp,
+                                                const float* s_buf, const int* rec) {
+  warp.sync();
+  float out_s = 0.0f;
+  int out_id = 0;
+  if (lane < k) out_id = rec[lane], out_s = s_buf[out_id];
+  float sum = warp.shfl(out_s, 0);
+  if constexpr (KC != 0) {
+#pragma unroll
+    for (int j = 1; j < KC; ++j) sum += warp.shfl(out_s, j);
+  } else {
+    for (int j = 1; j < k; ++j) sum += warp.shfl(out_s, j);
+  }
+  if (lane < k) {
+    const float w = p.renormalize ? out_s / sum * p.scale : out_s * p.scale;
+    p.weights[t * p.w_row + lane * p.w_col] = w;
+    p.ids[t * p.i_row + lane * p.i_col] = out_id;
+  }
+}
+
+// The round's winner: the warp's largest offered key, offered by this lane and by no lower lane (lowest lane
+// = lowest index among equal values). Written as a test of the ballot that every lane evaluates (ptxas turns
+// "offers && no lower lane offers" into a branch of the offering lanes around the ballot, a divergent
+// region in every round).
+template <class Warp>
+__host__ __device__ __forceinline__ bool round_winner(Warp& warp, int key, unsigned below, unsigned mine) {
+  const int best = warp.reduce_max(key);
+  const unsigned offering = warp.ballot(key == best);
+  return (offering & (below | mine)) == mine;
+}
+
+// Routes token row t, whose logits x and the bias b the lane has loaded (LaneMap::load_both), with the
+// calling warp. Warp supplies the collectives over all 32 lanes: shfl(v, src), shfl_xor(v, d), ballot(pred),
+// reduce_max(int), sync() (a __syncwarp), lt_mask() (the lanes below the caller, %lanemask_lt, so
+// lt_mask() + 1 is the caller's own bit), and store_if(p, v, pred) (*p = v where pred, p in shared
+// memory). The warp's own shared memory: s_buf, 32 NT floats (the row's s at [e]), and rec, k ints (round
+// j's winner at [j]). A warp that routes another row with the same buffers calls warp.sync() in between.
+template <int NT, bool FULL, int GSC, int KC, class Warp>
+__host__ __device__ __forceinline__ void route_loaded(const Problem& p, const LaneMap<NT, FULL, GSC, KC>& lm, long long t,
+                                                      int lane, Warp& warp, const float (&x)[NT], const float (&b)[NT],
+                                                      float* s_buf, int* rec) {
+  const int k = lm.k, first = lm.first, count = lm.count;
+
+  // 1. Scores; s for the weights at the end. (c stays in registers for a rescan: written to shared memory
+  // as well, it let ptxas issue the bias loads only after the sigmoids, a second memory latency on the
+  // row's path.)
+  float s[NT], c[NT];
+  scores<NT, FULL>(x, b, count, s, c);
+  store_row<NT, FULL>(s_buf, first, count, s);
 
   // 2. The lane's best three.
   const Top3 best = lane_top3<NT>(c);
   int key1 = order_key(best.v1), key2 = order_key(best.v2), key3 = order_key(best.v3);
   int id1 = first + best.i1, id2 = first + best.i2, id3 = first + best.i3;
 
-  // 3. The group's top two over its m lanes (the largest twice when it occurs twice), its score, its rank.
-  if (p.keep < groups) {
-    float top1 = best.v1, top2 = best.v2;
-#pragma unroll
-    for (int d = 1; d < m; d <<= 1) {
-      const float o1 = warp.shfl_xor(top1, d), o2 = warp.shfl_xor(top2, d);
-      top2 = fmaxf(fminf(top1, o1), fmaxf(top2, o2));
-      top1 = fmaxf(top1, o1);
-    }
-    const float group_score = g < groups ? top1 + top2 : -INFINITY;
-    // Lane q of group g compares g with groups h = q, q + m, q + 2m, ... (those below gslots); the ballot
-    // of comparison r holds, in g's m lanes, whether each of its m groups is better than g.
-    const int rounds = gslots > m ? gslots >> ls : 1;
-    const unsigned own = (2u << (m - 1)) - 1u;  // m low bits (all 32 when m is 32)
-    int rank = 0;
-#pragma unroll
-    for (int r = 0; r < rounds; ++r) {
-      const int h = q + (r << ls);
-      const bool valid = h < gslots;
-      const float other = warp.shfl(group_score, (valid ? h : 0) << ls);
-      const unsigned bits = warp.ballot(valid && better(other, h, group_score, g));
-      rank += popc((bits >> (lane - q)) & own);
-    }
-    if (rank >= p.keep) key1 = kNoKey, key2 = kNoKey, key3 = kNoKey;  // a dropped group offers nothing
+  // 3. The group's rank; a dropped group offers nothing.
+  if (p.keep < lm.groups) {
+    const int rank = group_rank<GSC>(warp, best.v1, best.v2, lane, lm.g, lm.q, lm.m, lm.ls, lm.groups, lm.gslots);
+    if (rank >= p.keep) key1 = kNoKey, key2 = kNoKey, key3 = kNoKey;
   }
 
   // 4. k rounds of a warp argmax on (c descending, lane ascending).
   const unsigned below = warp.lt_mask(), mine = below + 1u;  // the lanes below this one; this lane's bit
   const auto round = [&](int j) {
-    const int best_key = warp.reduce_max(key1);
-    const unsigned offering = warp.ballot(key1 == best_key);
-    // The lowest offering lane wins: of this lane and those below it, only this lane offers. Written as a
-    // test of the ballot that every lane evaluates (ptxas turns "offers && no lower lane offers" into a
-    // branch of the offering lanes around the ballot, a divergent region in every round).
-    const bool win = (offering & (below | mine)) == mine;
+    const bool win = round_winner(warp, key1, below, mine);
     warp.store_if(rec + j, id1, win);
     if (j + 1 < k) {
       // The winner shifts its cache up by one; kNoKey marks a used-up entry, and a lane that wins with
@@ -400,35 +469,124 @@ __host__ __device__ __forceinline__ void route_loaded(const Problem& p, const La
     for (int j = 0; j < k; ++j) round(j);
   }
 
-  // 5. Round j's id and score to lane j; the sum in round order; the stores.
-  warp.sync();
-  float out_s = 0.0f;
-  int out_id = 0;
-  if (lane < k) out_id = rec[lane], out_s = s_buf[out_id];
-  // v2's sum starts from 0.0f; 0 + s_0 is s_0 itself (s is never -0), so the sum starts at s_0.
-  float sum = warp.shfl(out_s, 0);
-  if constexpr (KC != 0) {
-#pragma unroll
-    for (int j = 1; j < KC; ++j) sum += warp.shfl(out_s, j);
-  } else {
-    for (int j = 1; j < k; ++j) sum += warp.shfl(out_s, j);
-  }
-  if (lane < k) {
-    const float w = p.renormalize ? out_s / sum * p.scale : out_s * p.scale;
-    p.weights[t * p.w_row + lane * p.w_col] = w;
-    p.ids[t * p.i_row + lane * p.i_col] = out_id;
-  }
+  // 5. The weights and ids.
+  finish<KC>(p, t, lane, k, warp, s_buf, rec);
 }
 
-// One row: the loads (the bias first: its address does not depend on the row, and after the first warp it
-// is in L2) and route_loaded.
-template <int NT, bool FULL, int GSC, int KC, class Warp>
-__host__ __device__ __forceinline__ void route_row(const Problem& p, long long t, int lane, Warp& warp, float* s_buf,
+// Compare-exchange of (key, slot) pairs into (better, worse) order; `ordered`: a's slot is known to be below
+// b's, so equal keys keep the order and one comparison decides.
+template <bool ordered>
+__host__ __device__ __forceinline__ void exchange(int& ka, int& sa, int& kb, int& sb) {
+  const bool swap = ordered ? kb > ka : (kb > ka || (kb == ka && sb < sa));
+  const int k0 = swap ? kb : ka, s0 = swap ? sb : sa, k1 = swap ? ka : kb, s1 = swap ? sa : sb;
+  ka = k0, sa = s0, kb = k1, sb = s1;
+}
+
+// The spread variant of steps 2-4, for shapes whose kept groups hold exactly 4 experts a lane (DeepSeek-V3:
+// 4 groups of 32 kept, 128 experts for 32 lanes; FULL, the groups and k at compile time, keep KEEPC):
+//   2. each lane's best two values only (a tree of fmin/fmax), for the group scores; c goes to shared memory;
+//   3. the groups' ranks as route_loaded's; then the kept groups' experts are spread over the whole warp in
+//      index order: lane L takes 4 consecutive experts of the (L / (32 / KEEPC))-th kept group, found from
+//      ballots of the kept groups' indices (no lane of a dropped group idles through the rounds), and reads
+//      their c back from shared memory after a __syncwarp;
+//   4. the 4 sorted by (c descending, slot ascending) with five compare-exchanges, and the rounds step
+//      through all four by selects: a lane never needs a rescan, so the rounds have no branch.
+// buf: 64 NT floats (s at [e], c at [32 NT + e]).
+template <int NT, int GSC, int KC, int KEEPC, class Warp>
+__host__ __device__ __forceinline__ void route_loaded_spread(const Problem& p, const LaneMap<NT, true, GSC, KC>& lm,
+                                                             long long t, int lane, Warp& warp, const float (&x)[NT],
+                                                             const float (&b)[NT], float* buf, int* rec) {
+  static_assert(GSC != 0 && KC != 0, "the spread variant has the groups and k at compile time");
+  constexpr int kM = 32 / GSC, kPerGroup = kM * NT;
+  static_assert(KEEPC >= 1 && KEEPC < GSC && KEEPC * kPerGroup == 4 * 32, "the kept experts: 4 a lane");
+  static_assert((KEEPC & (KEEPC - 1)) == 0, "kept groups: a power of two");
+  constexpr int kLanesPerKept = 32 / KEEPC;  // lanes that share one kept group after the spread
+  constexpr int kIdxBits = KEEPC == 1 ? 0 : KEEPC == 2 ? 1 : KEEPC == 4 ? 2 : KEEPC == 8 ? 3 : 4;
+  const int g = lm.g, q = lm.q, first = lm.first;
+  float* const s_buf = buf;
+  float* const c_buf = buf + 32 * NT;
+
+  // 1. Scores; s and c to shared memory.
+  float s[NT], c[NT];
+  scores<NT, true>(x, b, NT, s, c);
+  store_row<NT, true>(s_buf, first, NT, s);
+  store_row<NT, true>(c_buf, first, NT, c);
+
+  // 2. The lane's best two values (with multiplicity): pairs, then merges.
+  float top1 = fmaxf(c[0], c[1]), top2 = fminf(c[0], c[1]);
+#pragma unroll
+  for (int i = 2; i < NT; i += 2) {
+    const float h = fmaxf(c[i], c[i + 1]), l = fminf(c[i], c[i + 1]);
+    top2 = fmaxf(fminf(top1, h), fmaxf(top2, l));
+    top1 = fmaxf(top1, h);
+  }
+
+  // 3. The group's rank, and the spread: which kept group (in index order) is this lane's source.
+  const int rank = group_rank<GSC>(warp, top1, top2, lane, g, q, kM, LaneMap<NT, true, GSC, KC>::kLs, GSC, GSC);
+  const bool head = rank < KEEPC && q == 0;  // the first lane of a kept group
+  const unsigned kept = warp.ballot(head);   // bit g m for each kept group g
+  const int index = popc(kept & ((1u << (lane - q)) - 1u));  // kept groups below this lane's
+  const int want = lane / kLanesPerKept;                     // the kept group (by index) this lane takes
+  unsigned pick = kept;
+#pragma unroll
+  for (int bit = 0; bit < kIdxBits; ++bit) {
+    const unsigned has = warp.ballot(head && ((index >> bit) & 1));
+    pick &= ((want >> bit) & 1) ? has : ~has;
+  }
+  // pick: the one bit (source group) m; its first expert is (bit / m) kPerGroup.
+  const int source = (31 - clz(pick)) / kM;
+  const int first4 = source * kPerGroup + (lane % kLanesPerKept) * 4;
+  warp.sync();  // every lane's c is in c_buf
+  const Four v = load4_shared(c_buf + first4);
+
+  // 4. The four sorted, and the rounds.
+  int k0 = order_key(v.x), k1 = order_key(v.y), k2 = order_key(v.z), k3 = order_key(v.w);
+  int s0 = 0, s1 = 1, s2 = 2, s3 = 3;
+  exchange<true>(k0, s0, k1, s1);
+  exchange<true>(k2, s2, k3, s3);
+  exchange<true>(k0, s0, k2, s2);
+  exchange<true>(k1, s1, k3, s3);
+  exchange<false>(k1, s1, k2, s2);
+  int id0 = first4 + s0, id1 = first4 + s1, id2 = first4 + s2, id3 = first4 + s3;
+  const unsigned below = warp.lt_mask(), mine = below + 1u;
+#pragma unroll
+  for (int j = 0; j < KC; ++j) {
+    const bool win = round_winner(warp, k0, below, mine);
+    warp.store_if(rec + j, id0, win);
+    if (j + 1 < KC) {
+      k0 = win ? k1 : k0, id0 = win ? id1 : id0;
+      k1 = win ? k2 : k1, id1 = win ? id2 : id1;
+      k2 = win ? k3 : k2, id2 = win ? id3 : id2;
+      k3 = win ? kNoKey : k3;
+    }
+  }
+
+  // 5. The weights and ids.
+  finish<KC>(p, t, lane, KC, warp, s_buf, rec);
+}
+
+// One row: the loads (each 16-byte load of the bias next to one of the logits, as v2) and route_loaded, or
+// route_loaded_spread when KEEPC is not 0 (buf then holds 64 NT floats, else 32 NT).
+template <int NT, bool FULL, int GSC, int KC, int KEEPC, class Warp>
+__host__ __device__ __forceinline__ void route_row(const Problem& p, long long t, int lane, Warp& warp, float* buf,
                                                    int* rec) {
   const LaneMap<NT, FULL, GSC, KC> lm(p, lane);
   float x[NT], b[NT];
+  if constexpr (KEEPC != 0) {
+#ifdef __CUDA_ARCH__
+    // Without this prefetch of the lane's bias, ptxas (CUDA 13.0) schedules the spread variant's bias loads
+    // after the sigmoids: a second memory latency on the row's path. With it, all four loads issue at the
+    // start (checked in the SASS; the prefetch itself is one CCTL instruction).
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p.bias + lm.first));
+#endif
+  }
   lm.load_both(p, t, b, x);
-  route_loaded(p, lm, t, lane, warp, x, b, s_buf, rec);
+  if constexpr (KEEPC != 0) {
+    static_assert(FULL, "the spread variant needs full lanes");
+    route_loaded_spread<NT, GSC, KC, KEEPC>(p, lm, t, lane, warp, x, b, buf, rec);
+  } else {
+    route_loaded(p, lm, t, lane, warp, x, b, buf, rec);
+  }
 }
 
 }  // namespace gtopk
