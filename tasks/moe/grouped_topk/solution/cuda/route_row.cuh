@@ -221,7 +221,8 @@ __host__ __device__ __forceinline__ Top3 lane_top3(const float (&c)[NT]) {
   return r;
 }
 
-// A lane's place in a row (the same for every row): the experts it holds, its group and its lanes.
+// A lane's place in a row (the same for every row): the experts it holds, its group and its lanes; and its
+// loads.
 // FULL: every lane holds exactly NT experts (E = 32 NT, groups a power of two), so no slot is padding.
 // GSC: the group slots at compile time (0: p.group_slots at run time). KC: k at compile time (0: p.k).
 template <int NT, bool FULL, int GSC, int KC>
@@ -256,20 +257,6 @@ struct LaneMap {
     }
   }
 
-  // The lane's NT values of a row of stride `stride` starting at `base` (0 in padding slots).
-  __host__ __device__ __forceinline__ void load(const Problem& p, const float* base, long long stride,
-                                                float (&v)[NT]) const {
-    if (vector(p)) {
-#pragma unroll
-      for (int i = 0; i < NT / 4; ++i) {
-        const Four w = load4(base + first + 4 * i);
-        v[4 * i] = w.x, v[4 * i + 1] = w.y, v[4 * i + 2] = w.z, v[4 * i + 3] = w.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < NT; ++i) v[i] = i < count ? gtopk::load(base + (first + i) * stride) : 0.0f;
-    }
-  }
   // The bias and row t's logits, each 16-byte load of the bias next to one of the logits (as v2).
   __host__ __device__ __forceinline__ void load_both(const Problem& p, long long t, float (&b)[NT],
                                                      float (&x)[NT]) const {
@@ -288,12 +275,6 @@ struct LaneMap {
         x[i] = i < count ? gtopk::load(row + (first + i) * p.l_col) : 0.0f;
       }
     }
-  }
-  __host__ __device__ __forceinline__ void load_bias(const Problem& p, float (&b)[NT]) const {
-    load(p, p.bias, p.b_stride, b);
-  }
-  __host__ __device__ __forceinline__ void load_logits(const Problem& p, long long t, float (&x)[NT]) const {
-    load(p, p.logits + t * p.l_row, p.l_col, x);
   }
 };
 
