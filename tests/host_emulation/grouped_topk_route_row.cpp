@@ -1,7 +1,8 @@
 // Host emulation of moe/grouped_topk's route_row (v3), lane by lane, against v2's route_row run the same way
 // and against a serial float statement of the operations: ids equal and weight bits equal, on every row.
 //
-// Standalone (not part of the CMake build; no GPU):
+// Built and run by ctest (tests/CMakeLists.txt: host_emulation.GroupedTopkRouteRowEqualsV2AndSerialBitForBit,
+// 20 rows per shape and kind); by hand:
 //   g++ -std=c++20 -O1 -ffp-contract=off -Itasks/moe/grouped_topk/solution/cuda -Iinclude -Itests/host_emulation
 //       tests/host_emulation/grouped_topk_route_row.cpp -o /tmp/gtopk_emu        (from the repository root)
 //   /tmp/gtopk_emu [rows per shape and kind, 40] [seed, 1]     exit 0 when every element agrees
