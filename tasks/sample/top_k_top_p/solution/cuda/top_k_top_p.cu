@@ -10,20 +10,21 @@
 //
 // v1.1 keeps v1's selection and its results (the same thresholds, kept masses, Philox number and
 // index-order inverse CDF: the same token for the same seed and inputs) and removes what v1's time went
-// into (notes.md, "v1.1"): one row's passes ran on one SM with one 16 KB tile of loads in flight, each
-// tile waiting for the memory before its atomics and, in the compaction, a block scan per tile.
-// - The first pass streams the row through a ring of kStages shared-memory slots per thread filled by
-//   cp.async three tiles ahead (48 KB in flight per SM instead of 16 KB, no registers held), and at
-//   small B the whole row is prefetched into L2 at the start.
-// - It counts only (one atomic per value) when the row has a top-k (the k-th value's bin needs counts;
-//   the kept mass is summed over the on-chip list later), and adds a mass with one returning 32-bit
-//   atomic plus a rare carry instead of two. It records each 8-value sector's largest bin (a byte).
+// into (notes.md, "v1.1"): every pass over a row ran on one SM with one 16 KB tile of loads in flight and
+// waited for the memory at every tile, three shared atomics per value in the first histogram, a second
+// pass over the row with a block scan per tile, and about 190 barriers per row.
+// - Passes over the row stream it through a ring of kStages shared-memory slots per thread filled by
+//   cp.async three tiles ahead (48 KB in flight per SM instead of 16 KB, no registers held); at small B
+//   the whole row is prefetched into L2 at the start.
+// - The first histogram counts only (one atomic per value) when the row has a top-k (the k-th value's bin
+//   needs counts; the kept mass is summed over the survivors later), and adds a mass with one returning
+//   32-bit atomic plus a rare carry instead of two. It records each 8-value sector's largest bin (a byte).
 // - The survivors are gathered by sector: the sectors whose largest bin reaches the chosen bin, whole,
 //   by one block scan and one batch of cp.async (no second pass over the row, no scan per tile).
-// - A bin is chosen with one block scan of (count, mass) pairs; its single owner writes the choice.
-// - Rows without any filter, and rows whose top-p boundary lies deep in the tail (too many survivors for
-//   the list), draw through per-chunk masses (one streamed pass, one block scan, one warp scan) instead of
-//   a block scan per tile over the row.
+// - A bin is chosen with one block scan of (count, mass) pairs; its single owner writes the choice. Without
+//   top-k the first histogram is the top-p search's first level, which is not done again.
+// - Kept sets too large for the list (no filter, or a top-p boundary deep in the tail) draw through
+//   per-chunk masses (one streamed pass, one block scan, one warp scan) instead of a block scan per tile.
 // Masses are fixed point (probability x 2^40, truncated): integer sums are exact in any order, so atomics
 // and scans give the same bits on every run (the task is deterministic). The draw is an inverse CDF in
 // index order over the kept tokens with one uniform number from Philox-4x32-10 keyed on (seed, row).
@@ -113,7 +114,7 @@ constexpr size_t kRingOffset = (sizeof(Shared) + 15) / 16 * 16;
 constexpr size_t kRingBytes = sizeof(float4) * 2 * kThreads * kStages;
 
 // What a pass reads, kPer consecutive elements per thread per tile: the row in global memory (16-byte loads
-// when aligned), or the list in shared memory, in index order (`index` set).
+// when aligned), or a list in shared memory (`index` set; in index order wherever a draw runs over it).
 struct Source {
   const float* x;
   const int* index;  // nullptr for the row itself
