@@ -270,10 +270,11 @@ __device__ __noinline__ void first_histogram(Shared& s, const Source& source, fl
   __syncthreads();
   stream(row, ring, [&](int first, const float (&v)[kPer]) {
     int top = 0;  // the largest bit pattern of the sector: its largest value's when it holds a positive one
-    for (int j = 0; j < kPer; ++j) {  // every lane adds (the others to bin kMaxBins): no branch per value
-      const int d = v[j] > 0.0f ? static_cast<int>(__float_as_uint(v[j]) >> 20) : kMaxBins;
+    for (int j = 0; j < kPer; ++j) {  // every lane counts (the others into bin kMaxBins): no branch per value
+      const bool positive = v[j] > 0.0f;
+      const int d = positive ? static_cast<int>(__float_as_uint(v[j]) >> 20) : kMaxBins;
       atomicAdd(&s.count[d], 1u);
-      if (kMass) add_mass(s, d, fixed(v[j]));
+      if (kMass && positive) add_mass(s, d, fixed(v[j]));  // (zeros would serialize returning adds on one word)
       top = max(top, __float_as_int(v[j]));
     }
     if (codes) codes[static_cast<unsigned>(first) / kPer] = static_cast<unsigned char>(code_of(top >> 20));
