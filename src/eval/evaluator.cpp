@@ -321,58 +321,28 @@ std::optional<std::pair<Status, std::string>> Evaluator::triton_warmup_for(const
   return std::nullopt;
 }
 
-// A task's workloads' input draws (on the CPU, seconds for the large ones), each made while the workload
-// before it is checked: nothing is timed then. The next workload's worker starts and sets up meanwhile,
-// but gets its draws, and so runs a clock, only once they are made. Everything else that runs a clock
-// again first waits for them (quiet): a worker run again, the baselines' timing.
-class DrawAhead {
- public:
-  DrawAhead(const Task& task, const std::vector<const Workload*>& workloads, uint64_t seed)
-      : task_(task), workloads_(workloads), seed_(seed) {}
-  DrawAhead(const DrawAhead&) = delete;
-  DrawAhead& operator=(const DrawAhead&) = delete;
-  ~DrawAhead() { quiet(); }
-
-  // Workload k's draws: made ahead, or now. A draw's error is rethrown here, as it would be made here.
-  Draws take(std::size_t k) {
-    if (ahead_.valid()) {
-      if (ahead_index_ == k) return ahead_.get();
-      ahead_ = {};  // another workload's (not reached in order): waited for and dropped
-    }
-    return draw_inputs(task_, *workloads_[k], seed_);
-  }
-  // Workload k's worker has ended: workload k + 1's draws begin (once).
-  void start_after(std::size_t k) {
-    if (k + 1 >= workloads_.size() || ahead_.valid()) return;
-    ahead_index_ = k + 1;
-    ahead_ = std::async(std::launch::async, [this, k] { return draw_inputs(task_, *workloads_[k + 1], seed_); });
-  }
-  // Before anything is timed: the draws being made are done.
-  void quiet() {
-    if (ahead_.valid()) ahead_.wait();
-  }
-
- private:
-  const Task& task_;
-  const std::vector<const Workload*>& workloads_;
-  uint64_t seed_;
-  std::future<Draws> ahead_;
-  std::size_t ahead_index_ = 0;
-};
-
-// One workload's draws, taken from the draw-ahead once: when its first worker is ready for them (the
-// worker starts and sets up while they are made), or after that worker when it ended before.
+// One workload's input draws (on the CPU, seconds for the large ones), made in a thread from just before its
+// worker is launched: the worker starts and sets up meanwhile, and gets its draws, and so runs a clock, only
+// once they are made. Taken once: when the first worker is ready for them, or after it when it ended before;
+// a draw's error is rethrown there, as it would be made there. (Drawing the next workload's inputs while
+// this one was checked ran two of ATen's parallel regions at once, the check's and the draw's: on the H200's
+// 16-core host the check of llama3-8b-T2048 took 0.21 s instead of its own 0.07, docs/results/
+// 2026-12-03-h200-session13.md.)
 class WorkloadDraws {
  public:
-  WorkloadDraws(DrawAhead& ahead, std::size_t k) : ahead_(ahead), k_(k) {}
+  WorkloadDraws(const Task& task, const Workload& workload, uint64_t seed)
+      : making_(std::async(std::launch::async, [&task, &workload, seed] { return draw_inputs(task, workload, seed); })) {}
+  WorkloadDraws(const WorkloadDraws&) = delete;
+  WorkloadDraws& operator=(const WorkloadDraws&) = delete;
+  // (A future of std::async waits in its destructor: an evaluation that ends early still ends after its draw.)
+
   const Draws& get() {
-    if (!drawn_) drawn_ = ahead_.take(k_);
+    if (!drawn_) drawn_ = making_.get();
     return *drawn_;
   }
 
  private:
-  DrawAhead& ahead_;
-  std::size_t k_;
+  std::future<Draws> making_;
   std::optional<Draws> drawn_;
 };
 
@@ -390,13 +360,12 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
   if (observer_) observer_->built(task, build);
 
   std::vector<Trace> traces;
-  DrawAhead draws(task, workloads, settings_.seed);
   int index = 0;
   for (const auto* workload : workloads) {
     const auto started = std::chrono::steady_clock::now();
     phases_ = PhaseClock();
     traces.push_back(
-        evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size()), draws));
+        evaluate_workload(task, *workload, solution, build, ++index, static_cast<int>(workloads.size())));
     phases_.stop();
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
     traces.back().phases = phases_.phases();
@@ -407,7 +376,7 @@ std::vector<Trace> Evaluator::evaluate(const Task& task, const Solution& solutio
 }
 
 Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
-                                   const BuildResult& build, int index, int count, DrawAhead& draws) {
+                                   const BuildResult& build, int index, int count) {
   Trace trace{.task = task.name, .workload = workload.name, .solution = solution.name, .device = environment_.device,
               .seed = settings_.seed, .device_name = environment_.device_name, .timestamp = utc_timestamp()};
   // Each step says how long the workload has taken so far: the harness's own cost shows.
@@ -442,12 +411,11 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   // are made) to the workload's end (its checks and the baselines' timing): exclusive when timed, so that
   // nothing else runs on the device while the clock does; shared when only checked.
   const auto hold = environment_.hold_device ? environment_.hold_device(settings_.time) : nullptr;
-  WorkloadDraws drawn(draws, static_cast<std::size_t>(index - 1));
+  WorkloadDraws drawn(task, workload, settings_.seed);
   WorkerOutcome outcome;
   std::optional<Finding> found;
   std::string first_run_disagreed;
   for (int run_index = 1;; ++run_index) {
-    if (run_index > 1) draws.quiet();
     step(run_index > 1                ? "running and timing the solution again (the outside clock disagreed)"
          : settings_.time             ? "running and timing the solution"
                                       : "running the solution",
@@ -471,7 +439,6 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
       return DrawPair{bytes_of(task, taken.first), bytes_of(task, taken.second)};
     });
     const Draws& taken = take();
-    draws.start_after(static_cast<std::size_t>(index - 1));
     const Oracles done = oracles.get();  // an oracle's error, rethrown
     record_worker(trace, outcome);
     phases_.split(outcome.report.phases, "worker_start");
@@ -504,7 +471,6 @@ Trace Evaluator::evaluate_workload(const Task& task, const Workload& workload, c
   }
   trace.status = Status::passed;
   if (!settings_.time) return trace;
-  if (settings_.baseline) draws.quiet();
   const auto times =
       time_baselines(task, workload, *code, drawn.get().first, scalars, environment_, settings_, baselines_, step);
   add_performance(trace, task, workload, *outcome.report.timing, times.eager, times.library, environment_);

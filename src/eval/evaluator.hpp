@@ -38,8 +38,6 @@ struct EvalSettings {
   std::optional<NcuWrap> ncu;         // profile the worker (cuda only)
 };
 
-class DrawAhead;  // evaluator.cpp: the next workload's inputs, drawn while this one is checked
-
 class Evaluator {
  public:
   // `environment` must outlive the evaluator; `observer` may be null (nothing is reported).
@@ -57,7 +55,7 @@ class Evaluator {
 
  private:
   Trace evaluate_workload(const Task& task, const Workload& workload, const Solution& solution,
-                          const BuildResult& build, int index, int count, DrawAhead& draws);
+                          const BuildResult& build, int index, int count);
   // A Triton solution's warm-up for the workload of `request`, which gains its python part; a failure is
   // the trace's status and message. `summary` gets a line for the trace's log: the kernels and the time.
   std::optional<std::pair<Status, std::string>> triton_warmup_for(const Solution& solution, const BuildResult& build,
