@@ -1,9 +1,10 @@
 // `d2k eval <task> <solution>`: one solution on the task's workloads (only that task is loaded).
 #include <CLI/CLI.hpp>
 
-#include <memory>
-
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/profile.hpp"
@@ -20,6 +21,7 @@ struct EvalOptions {
   std::string solution;
   RunOptions run;
   bool profile = false;
+  std::vector<std::string> profile_metrics;
 };
 
 }  // namespace
@@ -34,15 +36,22 @@ Command add_eval_command(CLI::App& app, const GlobalOptions& global) {
   command->add_flag("--profile", options->profile,
                     "Nsight Compute on the solution's kernels of one workload (-w), untimed: time, DRAM traffic, "
                     "throughputs, occupancy per kernel (cuda)");
+  command->add_option("--profile-metrics", options->profile_metrics,
+                      "with --profile: more Nsight Compute metrics by name, comma-separated (e.g. "
+                      "smsp__issue_active.avg.pct_of_peak_sustained_active), printed per kernel under the table")
+      ->delimiter(',');
   return {command, [options, &global] {
             const auto& run = options->run;
+            if (!options->profile && !options->profile_metrics.empty())
+              fail("--profile-metrics goes with --profile (it names what the profile reads)");
             const auto context = make_context(global.root);
             const Task task = load_task(context.tasks_dir, options->task);
             const Solution solution = load_solution(options->solution);
             const auto environment = make_environment(environment_options(run, context));
             if (options->profile) {
               if (run.repeat > 1) fail("--profile runs once: leave out --repeat");
-              return profile_and_report(std::cout, task, solution, environment, eval_settings(run, environment.device));
+              return profile_and_report(std::cout, task, solution, environment, eval_settings(run, environment.device),
+                                        options->profile_metrics);
             }
             const auto observer = progress_observer(run);
             Evaluator evaluator(environment, eval_settings(run, environment.device), observer.get());

@@ -47,8 +47,27 @@ void print_kernels(std::ostream& out, const json& kernels) {
 
 }  // namespace
 
+// Per kernel launch, the values of the metrics asked for beside the table's (in the order asked).
+void print_more(std::ostream& out, const json& kernels, const std::vector<std::string>& more) {
+  if (more.empty()) return;
+  int index = 0;
+  for (const auto& kernel : kernels) {
+    out << fmt::format("kernel {} ({}):\n", ++index, kernel.value("kernel", "").substr(0, 60));
+    const json none = json::object();
+    const json& values = kernel.contains("more") ? kernel.at("more") : none;
+    for (const auto& name : more) {
+      const auto it = values.find(name);
+      out << fmt::format("  {:<64} {}\n", name,
+                         it == values.end() ? std::string("(not reported by ncu)")
+                         : it->is_number() ? fmt::format("{:.6g}", it->get<double>())
+                                           : it->get<std::string>());
+    }
+  }
+}
+
 int profile_and_report(std::ostream& out, const Task& task, const Solution& solution,
-                       const EvalEnvironment& environment, EvalSettings settings) {
+                       const EvalEnvironment& environment, EvalSettings settings,
+                       const std::vector<std::string>& more_metrics) {
   if (environment.device != Device::cuda)
     fail("--profile needs the cuda device (Nsight Compute profiles GPU kernels); the device is {}",
          name_of(environment.device));
@@ -60,8 +79,15 @@ int profile_and_report(std::ostream& out, const Task& task, const Solution& solu
   if (it == task.workloads.end())
     fail("--profile: the task has no workload '{}' (its published workloads: {})", settings.workloads.front(),
          published_names(task));
+  std::string metrics = ncu_profile_metrics();
+  for (const auto& name : more_metrics) {
+    if (!ncu_metric_name(name))
+      fail("--profile-metrics: '{}' is not an Nsight Compute metric name (lower-case letters, digits, '_' and '.'; "
+           "`ncu --query-metrics` lists them)", name);
+    metrics += "," + name;
+  }
   const fs::path report = fs::temp_directory_path() / fmt::format("d2k-profile-{}.csv", ::getpid());
-  settings.ncu = make_ncu_wrap(ncu_profile_metrics(), 40, report);
+  settings.ncu = make_ncu_wrap(metrics, 40, report);
   if (!settings.ncu) fail("--profile needs Nsight Compute: no `ncu` on PATH");
   settings.include_hidden = true;  // the named workload, whichever tier it is in
   settings.baseline = false;
@@ -69,7 +95,7 @@ int profile_and_report(std::ostream& out, const Task& task, const Solution& solu
   settings.worker_timeout_seconds = std::max(settings.worker_timeout_seconds, 300.0);
   const auto traces = Evaluator(environment, settings).evaluate(task, solution);
   const auto text = file_bytes(report);
-  const json kernels = parse_ncu_csv(text.value_or(""), 20);
+  const json kernels = parse_ncu_csv(text.value_or(""), 20, more_metrics);
   const Trace& trace = traces.front();
   out << fmt::format("{} {} on {}: {} (untimed, under Nsight Compute)\n", task.name, it->name, environment.device_name,
                      name_of(trace.status));
@@ -79,6 +105,7 @@ int profile_and_report(std::ostream& out, const Task& task, const Solution& solu
     return 1;
   }
   print_kernels(out, kernels);
+  print_more(out, kernels, more_metrics);
   const double min_bytes = min_bytes_of(task, *it), flops = flops_of(task, *it);
   out << fmt::format("speed-of-light floor {:.2f} us ({:.4g} MB at {:.0f} GB/s; {:.4g} GFLOP); ncu's report: {}\n",
                      floor_ms(flops, min_bytes, environment.ceilings, task.flops_dtype) * 1e3, min_bytes / 1e6,

@@ -61,6 +61,12 @@ bool harness_kernel(std::string_view name) {
   return name.starts_with("d2k::");
 }
 
+bool ncu_metric_name(const std::string& name) {
+  return !name.empty() && name.size() <= 200 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
+}
+
 std::string ncu_profile_metrics() {
   std::string metrics;
   for (const auto& [name, key] : kMetrics) metrics += (metrics.empty() ? "" : ",") + std::string(name);
@@ -68,7 +74,7 @@ std::string ncu_profile_metrics() {
 }
 
 // Parses `ncu --csv --print-units base --metrics ...` output: one row per kernel and metric.
-json parse_ncu_csv(const std::string& output, std::size_t max_kernels) {
+json parse_ncu_csv(const std::string& output, std::size_t max_kernels, const std::vector<std::string>& more) {
   std::istringstream in(output);
   std::string line;
   std::vector<std::string> header;
@@ -96,14 +102,16 @@ json parse_ncu_csv(const std::string& output, std::size_t max_kernels) {
       kernels[id] = {{"kernel", name.substr(0, 200)}, {"grid", get("Grid Size")}, {"block", get("Block Size")}};
     }
     const auto metric = get("Metric Name");
-    for (const auto& [ncu_name, key] : kMetrics) {
-      if (metric != ncu_name) continue;
-      std::string value = get("Metric Value");
-      value.erase(std::remove(value.begin(), value.end(), ','), value.end());
+    const auto value = [&] {
+      std::string text = get("Metric Value");
+      text.erase(std::remove(text.begin(), text.end(), ','), text.end());
       char* end = nullptr;
-      const double number = std::strtod(value.c_str(), &end);
-      kernels[id][key] = end && *end == '\0' && !value.empty() ? json(number) : json(value);
-    }
+      const double number = std::strtod(text.c_str(), &end);
+      return end && *end == '\0' && !text.empty() ? json(number) : json(text);
+    };
+    for (const auto& [ncu_name, key] : kMetrics)
+      if (metric == ncu_name) kernels[id][key] = value();
+    if (std::find(more.begin(), more.end(), metric) != more.end()) kernels[id]["more"][metric] = value();
   }
   json list = json::array();
   for (const auto& id : order) list.push_back(kernels[id]);

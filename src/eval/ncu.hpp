@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,7 +28,12 @@ std::string ncu_profile_metrics();
 // The first `max_kernels` kernels of `ncu --csv --print-units base --metrics ...` output, each an object
 // with kernel, grid, block and the metrics under short names (duration_ns, dram_bytes, ...). The
 // harness's own kernels in the worker (namespace d2k: the L2 flush, the digests of outputs, the swaps
-// of patched elements) are left out.
-nlohmann::json parse_ncu_csv(const std::string& output, std::size_t max_kernels);
+// of patched elements) are left out. The metrics named in `more` (asked for beside the profile's own:
+// `d2k eval --profile --profile-metrics`) go under "more", by their ncu names.
+nlohmann::json parse_ncu_csv(const std::string& output, std::size_t max_kernels, const std::vector<std::string>& more = {});
+
+// A metric name Nsight Compute could know: lower-case letters, digits, '_' and '.', at most 200 characters
+// (what `--profile-metrics` accepts, so that nothing else reaches ncu's command line).
+bool ncu_metric_name(const std::string& name);
 
 }  // namespace d2k

@@ -88,6 +88,28 @@ TEST(Ncu, ParsesItsCsvLeavingOutTheHarnessKernels) {
   EXPECT_EQ(kernels[0].at("registers_per_thread"), 40.0);
   EXPECT_EQ(kernels[0].at("grid"), "(512, 1, 1)");
   EXPECT_TRUE(parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM\n", 10).empty());
+  EXPECT_FALSE(kernels[0].contains("more"));  // nothing asked beside the profile's own metrics
+
+  // Metrics asked for beside them (--profile-metrics): under "more", by their ncu names; others stay out.
+  const std::string more = "smsp__issue_active.avg.pct_of_peak_sustained_active";
+  const auto with_more = parse_ncu_csv(
+      csv + "\"1\",\"123\",\"d2k-worker\",\"h\",\"void topk<8>(const float*, float*, int*, int, int)\",\"1\",\"7\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"" +
+          more + "\",\"%\",\"63.25\"\n",
+      10, {more});
+  ASSERT_EQ(with_more.size(), 1u);
+  EXPECT_EQ(with_more[0].at("more").at(more), 63.25);
+  EXPECT_EQ(with_more[0].at("more").size(), 1u);
+}
+
+// What --profile-metrics passes to ncu's command line: metric names only.
+TEST(Ncu, MetricNamesAreLowerCaseWordsAndDots) {
+  EXPECT_TRUE(ncu_metric_name("smsp__issue_active.avg.pct_of_peak_sustained_active"));
+  EXPECT_TRUE(ncu_metric_name("sm__inst_executed.sum"));
+  EXPECT_FALSE(ncu_metric_name(""));
+  EXPECT_FALSE(ncu_metric_name("--set full"));
+  EXPECT_FALSE(ncu_metric_name("a,b"));
+  EXPECT_FALSE(ncu_metric_name("Duration"));
+  EXPECT_FALSE(ncu_metric_name(std::string(201, 'a')));
 }
 
 }  // namespace
