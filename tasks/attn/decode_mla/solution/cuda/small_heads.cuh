@@ -454,31 +454,30 @@ __global__ void __launch_bounds__(kThreads, 1) attend_small(const __grid_constan
 }
 
 // The merge of cut sequences: one CTA of 128 threads (4 columns each) per (sequence, head). The pieces are
-// the owners of the sequence's first to last page (CTAs with an empty range skipped), in CTA order.
+// the CTAs whose ranges hold the sequence's pages, in CTA order (even::PieceCtas).
 constexpr int kMergeThreads = kValues / 4;
 
 __global__ void __launch_bounds__(kMergeThreads) merge_pieces(Params p, Split split) {
   const int b = static_cast<int>(blockIdx.x) / kHeads, h = static_cast<int>(blockIdx.x) % kHeads;
   const int start = split.page_start[b], end = split.page_start[b + 1], total = split.page_start[split.batch];
   if (end <= start) return;  // no pages (length 0)
-  const int first = even::owner(start, total, split.ctas), last = even::owner(end - 1, total, split.ctas);
-  if (first == last) return;  // one piece: written by the attention kernel
-  auto row_of_piece = [&](int cta) { return even::partial_row(cta, even::piece_slot(cta, start, total, split.ctas), h, kHeads); };
-  auto empty = [&](int cta) { return even::range_start(cta, total, split.ctas) == even::range_start(cta + 1, total, split.ctas); };
+  if (even::owner(start, total, split.ctas) == even::owner(end - 1, total, split.ctas)) return;  // one piece: written by attend_small
+  auto row_of = [&](const even::PieceCtas& piece) { return even::partial_row(piece.cta, piece.slot(), h, kHeads); };
   float m = -INFINITY;
-  for (int c = first; c <= last; ++c)
-    if (!empty(c)) m = fmaxf(m, p.partial_lse[row_of_piece(c)]);
+  for (even::PieceCtas piece(start, end, total, split.ctas);;) {
+    m = fmaxf(m, p.partial_lse[row_of(piece)]);
+    if (!piece.advance()) break;
+  }
   float sum = 0.0f;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const int column = static_cast<int>(threadIdx.x) * 4;
-#pragma unroll 4
-  for (int c = first; c <= last; ++c) {
-    if (empty(c)) continue;
-    const int64_t row = row_of_piece(c);
+  for (even::PieceCtas piece(start, end, total, split.ctas);;) {
+    const int64_t row = row_of(piece);
     const float weight = exp2_approx(p.partial_lse[row] - m);
     const float4 part = __ldg(reinterpret_cast<const float4*>(p.partial_o + row * kValues + column));
     sum += weight;
     acc.x += weight * part.x, acc.y += weight * part.y, acc.z += weight * part.z, acc.w += weight * part.w;
+    if (!piece.advance()) break;
   }
   const float inverse = 1.0f / sum;
   const uint2 packed = make_uint2(pack_bf16(acc.x * inverse, acc.y * inverse), pack_bf16(acc.z * inverse, acc.w * inverse));
