@@ -100,6 +100,9 @@ caught "$corpus/token_scan_takeover.cpp" $quant deepseek-v3-T1 runtime_error "(s
 caught "$corpus/replay_call_count.cpp" $quant deepseek-v3-T1 rejected "$timed"
 caught "$corpus/replay_workspace.cpp" $quant deepseek-v3-T1 rejected "$timed"
 caught "$corpus/replay_prepare.cpp" $quant deepseek-v3-T1 rejected "$timed"
+# ... or by writing the inputs file in d2k_prepare (the second draw made the first's): the file is sealed
+# against writes before the worker maps it, and no route to a writable view of it works
+caught "$corpus/tamper_sealed_inputs.cpp" $quant deepseek-v3-T1 runtime_error "the sealed inputs file stayed read-only"
 caught "$corpus/replay_sample_hash.cpp" $quant deepseek-v3-T1 rejected "$timed"
 caught "$corpus/replay_every_other.cpp" $quant deepseek-v3-T1 rejected "$timed"
 caught "$corpus/replay_first_row.cpp" $quant qwen3-235b-T333-K1536 rejected "$timed" --final
