@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "plan.cuh"
-#include "grouped_topk_route_row_v2.cuh"
+#include "route_row_v2.cuh"
 
 namespace {
 

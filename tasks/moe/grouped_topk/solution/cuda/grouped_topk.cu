@@ -9,13 +9,24 @@
 // smallest of 1, 2, 4, 8, 16, 32 that fits), for full lanes (no padding slot, no per-slot predicate), for 8
 // group slots (DeepSeek-V2's grouping) with the group count at compile time, and for DeepSeek-V3's shape
 // with everything at compile time and the kept groups' experts spread over the warp (route_loaded_spread).
+//
+// Many rows of DeepSeek-V3's shape (T > 2048) take version 2's kernel instead (route_row_v2.cuh, its per-row
+// algorithm unchanged): on the H200 the spread kernel is the faster one while its rows' latency is the time
+// (T1 4.4 us against v2's 5.8, T999 5.7 against 6.7) and the slower one when many rows share each SM (T4096
+// 12.7 against 9.2, T16384 33.8 against 20.1). Nsight Compute at T16384: the spread kernel issues half of
+// v2's instructions (6.8M against 13.4M) but in 25% of the issue slots against v2's 80%, 0.61 eligible warps
+// a scheduler against 3.6, stalled mostly on long (16 cycles an issue) and short (10) scoreboards, with 15x
+// v2's shared-memory bank conflicts (300k); v3's generic kernel without the spread issues 16.7M (71% busy).
+// The cause of the long-scoreboard stalls is not yet pinned down (tasks/moe/grouped_topk/notes.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "d2k/solution.h"
 #include "plan.cuh"
 #include "route_row.cuh"
+#include "route_row_v2.cuh"
 
 namespace {
 
@@ -59,6 +70,25 @@ __global__ void __launch_bounds__(kThreads) grouped_topk_kernel(Problem p) {
   gtopk::route_row<NT, FULL, GSC, KC, KEEPC>(p, t, lane, w, buf[warp], rec[warp]);
 }
 
+// Version 2's warp API (route_row_v2.cuh), for the kernel of many rows.
+struct V2Warp {
+  static constexpr unsigned kFull = 0xffffffffu;
+  __device__ __forceinline__ float shfl(float v, int src) const { return __shfl_sync(kFull, v, src); }
+  __device__ __forceinline__ int shfl(int v, int src) const { return __shfl_sync(kFull, v, src); }
+  __device__ __forceinline__ float shfl_xor(float v, int d) const { return __shfl_xor_sync(kFull, v, d); }
+  __device__ __forceinline__ unsigned ballot(bool pred) const { return __ballot_sync(kFull, pred); }
+  __device__ __forceinline__ int reduce_max(int v) const { return __reduce_max_sync(kFull, v); }
+  __device__ __forceinline__ int lowest(unsigned mask) const { return __ffs(static_cast<int>(mask)) - 1; }
+};
+
+__global__ void __launch_bounds__(kThreads) many_rows_kernel(gtopk_v2::Problem p) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long t = static_cast<long long>(blockIdx.x) * kWarps + warp;
+  if (t >= p.T) return;
+  V2Warp w;
+  gtopk_v2::route_row<8, true>(p, t, lane, w);
+}
+
 template <int NT, bool FULL, int GSC, int KC, int KEEPC>
 void launch(const Problem& p, unsigned blocks, cudaStream_t stream) {
   grouped_topk_kernel<NT, FULL, GSC, KC, KEEPC><<<blocks, kThreads, 0, stream>>>(p);
@@ -86,7 +116,12 @@ extern "C" int d2k_run(const d2k_call* call) {
       // DeepSeek-V3 (256 experts, 8 groups, 4 kept, k 8): everything at compile time, the kept experts
       // spread over the warp. DeepSeek-V2's grouping (160 experts in 8 groups of 20: 5 a lane, not full)
       // keeps the group count at compile time.
-      if (full && g8 && p.k == 8 && p.keep == 4) launch<8, true, 8, 8, 4>(p, blocks, stream);
+      if (full && g8 && p.k == 8 && p.keep == 4 && p.T > 2048) {
+        gtopk_v2::Problem q;
+        static_assert(sizeof(q) == sizeof(p), "v2's Problem has v3's layout");
+        memcpy(&q, &p, sizeof q);
+        many_rows_kernel<<<blocks, kThreads, 0, stream>>>(q);
+      } else if (full && g8 && p.k == 8 && p.keep == 4) launch<8, true, 8, 8, 4>(p, blocks, stream);
       else if (full) launch<8, true, 0, 0, 0>(p, blocks, stream);
       else if (g8) launch<8, false, 8, 0, 0>(p, blocks, stream);
       else launch<8, false, 0, 0, 0>(p, blocks, stream);

@@ -1,6 +1,6 @@
-// moe/grouped_topk v2's route_row.cuh, frozen for the host emulation (grouped_topk_route_row.cpp): the file
-// as of commit c53f944 with its namespace renamed gtopk_v2, so that v3 can be compared with it bit for bit.
-// Not compiled by the build; not a solution file.
+// Version 2's per-row algorithm (c53f944's route_row.cuh, its namespace renamed gtopk_v2): the kernel d2k_run
+// launches for many rows of DeepSeek-V3's shape (grouped_topk.cu says why), and the earlier version the host
+// emulation (tests/host_emulation/grouped_topk_route_row.cpp) compares version 3 with, bit for bit.
 // moe/grouped_topk, version 2: one token row per warp. The per-row algorithm lives here, written once for
 // the device kernel (grouped_topk.cu) and for a host emulation that runs the same source lane by lane with
 // the warp's collectives simulated (a test harness supplies its own Warp type).
