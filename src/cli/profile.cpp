@@ -45,8 +45,6 @@ void print_kernels(std::ostream& out, const json& kernels) {
   }
 }
 
-}  // namespace
-
 // Per kernel launch, the values of the metrics asked for beside the table's (in the order asked).
 void print_more(std::ostream& out, const json& kernels, const std::vector<std::string>& more) {
   if (more.empty()) return;
@@ -64,6 +62,8 @@ void print_more(std::ostream& out, const json& kernels, const std::vector<std::s
     }
   }
 }
+
+}  // namespace
 
 int profile_and_report(std::ostream& out, const Task& task, const Solution& solution,
                        const EvalEnvironment& environment, EvalSettings settings,

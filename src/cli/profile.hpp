@@ -17,10 +17,10 @@ namespace d2k {
 
 // Profiles `solution` on the one workload `settings` names and prints, per kernel launch, the time,
 // the DRAM traffic and rate, the throughputs, occupancy, registers and shared memory, beside the task's
-// speed-of-light floor, then the values of `more_metrics` (more ncu metric names) per kernel. Returns 0 when ncu reported a kernel of the solution, 1 otherwise (with the
-// evaluation's status and the worker's log). Fails with a message naming the flag when the device is
-// not cuda, not exactly one workload is named, a name of `more_metrics` is not a metric name, or ncu is not
-// on PATH.
+// speed-of-light floor, then the values of `more_metrics` (more ncu metric names) per kernel. Returns 0
+// when ncu reported a kernel of the solution, 1 otherwise (with the evaluation's status and the worker's
+// log). Fails with a message naming the flag when the device is not cuda, not exactly one workload is
+// named, a name of `more_metrics` is not a metric name, or ncu is not on PATH.
 int profile_and_report(std::ostream& out, const Task& task, const Solution& solution,
                        const EvalEnvironment& environment, EvalSettings settings,
                        const std::vector<std::string>& more_metrics = {});
