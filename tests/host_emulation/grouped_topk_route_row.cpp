@@ -223,16 +223,6 @@ void make_call(Call& c, const Shape& sh, Case& cs, std::vector<float>& w, std::v
   c.call.scalars = c.sc, c.call.num_scalars = 4, c.call.error = c.err;
 }
 
-gtopk_v2::Problem to_v2(const gtopk::Problem& p) {
-  gtopk_v2::Problem q;
-  q.logits = p.logits, q.l_row = p.l_row, q.l_col = p.l_col, q.bias = p.bias, q.b_stride = p.b_stride;
-  q.weights = p.weights, q.w_row = p.w_row, q.w_col = p.w_col, q.ids = p.ids, q.i_row = p.i_row, q.i_col = p.i_col;
-  q.T = p.T, q.E = p.E, q.groups = p.groups, q.keep = p.keep, q.k = p.k, q.per_group = p.per_group;
-  q.lane_shift = p.lane_shift, q.per_lane = p.per_lane, q.group_slots = p.group_slots, q.renormalize = p.renormalize;
-  q.scale = p.scale, q.vector_loads = p.vector_loads;
-  return q;
-}
-
 // Variants: 0 = the kernel d2k_run picks (the same conditions), 1 = the generic instantiation (groups, k and
 // keep at run time), 2 = where the shape allows it, the other compile-time instantiation: for a shape that
 // d2k_run routes through the spread variant, the non-spread one with the same constants; for a full shape
@@ -279,8 +269,7 @@ bool run_v3_nt(const gtopk::Problem& p, long long t, Emu& e, int variant) {
 
 template <int NT, bool FULL>
 void run_v2_nt(const gtopk::Problem& p, long long t, Emu& e) {
-  const gtopk_v2::Problem q = to_v2(p);
-  run_warp(e, [&](int lane, EmuWarp& w) { gtopk_v2::route_row<NT, FULL>(q, t, lane, w); });
+  run_warp(e, [&](int lane, EmuWarp& w) { gtopk_v2::route_row<NT, FULL>(p, t, lane, w); });
 }
 
 // Returns false when the variant does not apply to the shape (nothing ran).

@@ -21,7 +21,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "d2k/solution.h"
 #include "plan.cuh"
@@ -81,7 +80,7 @@ struct V2Warp {
   __device__ __forceinline__ int lowest(unsigned mask) const { return __ffs(static_cast<int>(mask)) - 1; }
 };
 
-__global__ void __launch_bounds__(kThreads) many_rows_kernel(gtopk_v2::Problem p) {
+__global__ void __launch_bounds__(kThreads) many_rows_kernel(Problem p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long t = static_cast<long long>(blockIdx.x) * kWarps + warp;
   if (t >= p.T) return;
@@ -116,12 +115,8 @@ extern "C" int d2k_run(const d2k_call* call) {
       // DeepSeek-V3 (256 experts, 8 groups, 4 kept, k 8): everything at compile time, the kept experts
       // spread over the warp. DeepSeek-V2's grouping (160 experts in 8 groups of 20: 5 a lane, not full)
       // keeps the group count at compile time.
-      if (full && g8 && p.k == 8 && p.keep == 4 && p.T > 2048) {
-        gtopk_v2::Problem q;
-        static_assert(sizeof(q) == sizeof(p), "v2's Problem has v3's layout");
-        memcpy(&q, &p, sizeof q);
-        many_rows_kernel<<<blocks, kThreads, 0, stream>>>(q);
-      } else if (full && g8 && p.k == 8 && p.keep == 4) launch<8, true, 8, 8, 4>(p, blocks, stream);
+      if (full && g8 && p.k == 8 && p.keep == 4 && p.T > 2048) many_rows_kernel<<<blocks, kThreads, 0, stream>>>(p);
+      else if (full && g8 && p.k == 8 && p.keep == 4) launch<8, true, 8, 8, 4>(p, blocks, stream);
       else if (full) launch<8, true, 0, 0, 0>(p, blocks, stream);
       else if (g8) launch<8, false, 8, 0, 0>(p, blocks, stream);
       else launch<8, false, 0, 0, 0>(p, blocks, stream);

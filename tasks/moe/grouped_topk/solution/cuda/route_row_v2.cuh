@@ -1,6 +1,7 @@
-// Version 2's per-row algorithm (c53f944's route_row.cuh, its namespace renamed gtopk_v2): the kernel d2k_run
-// launches for many rows of DeepSeek-V3's shape (grouped_topk.cu says why), and the earlier version the host
-// emulation (tests/host_emulation/grouped_topk_route_row.cpp) compares version 3 with, bit for bit.
+// Version 2's per-row algorithm (c53f944's route_row.cuh in namespace gtopk_v2, sharing version 3's Problem
+// and the helpers that did not change): the kernel d2k_run launches for many rows of DeepSeek-V3's shape
+// (grouped_topk.cu says why), and the earlier version the host emulation
+// (tests/host_emulation/grouped_topk_route_row.cpp) compares version 3 with, bit for bit.
 // moe/grouped_topk, version 2: one token row per warp. The per-row algorithm lives here, written once for
 // the device kernel (grouped_topk.cu) and for a host emulation that runs the same source lane by lane with
 // the warp's collectives simulated (a test harness supplies its own Warp type).
@@ -25,37 +26,17 @@
 //   5. Lane j < k stores weight j (s_j / sum * scale, as v1) and id j: one coalesced store each.
 #pragma once
 
-#include <cstdint>
-
-#ifndef __CUDACC__
-#include <cmath>
-#include <cstring>
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#endif
+#include "route_row.cuh"  // the Problem and the helpers both versions use, unchanged (version 3's file)
 
 namespace gtopk_v2 {
 
-struct Problem {
-  const float* logits;
-  long long l_row, l_col;
-  const float* bias;
-  long long b_stride;
-  float* weights;
-  long long w_row, w_col;
-  int32_t* ids;
-  long long i_row, i_col;
-  long long T;
-  int E, groups, keep, k;
-  int per_group;    // experts per group
-  int lane_shift;   // log2(m), m = lanes per group, a power of two
-  int per_lane;     // N: experts a lane holds (consecutive), at most the kernel's template NT
-  int group_slots;  // 32 / m: the groups rounded up to a power of two
-  int renormalize;
-  float scale;
-  bool vector_loads;  // 16-byte loads of a lane's N logits and biases (N = NT, a multiple of 4)
-};
+using gtopk::better;
+using gtopk::float_bits;
+using gtopk::Four;
+using gtopk::load;
+using gtopk::load4;
+using gtopk::order_key;
+using gtopk::Problem;
 
 __host__ __device__ __forceinline__ float fast_exp(float x) {
 #ifdef __CUDA_ARCH__
@@ -65,50 +46,6 @@ __host__ __device__ __forceinline__ float fast_exp(float x) {
   // it, but equal inputs give equal outputs, which is all the ranking of ties needs.
   return std::exp2f(x * 1.4426950408889634f);
 #endif
-}
-
-__host__ __device__ __forceinline__ int float_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_int(x);
-#else
-  int b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-#endif
-}
-
-// An exact order-preserving image of a float as a signed integer: a < b exactly when key(a) < key(b), and
-// a == b exactly when key(a) == key(b), for every non-NaN value (adding +0 first turns -0 into +0, the only
-// pair of equal floats with different bits). No rounding: the integer is the float's own bits.
-__host__ __device__ __forceinline__ int order_key(float x) {
-  const int b = float_bits(x + 0.0f);
-  return b ^ ((b >> 31) & 0x7fffffff);
-}
-
-__host__ __device__ __forceinline__ float load(const float* p) {
-#ifdef __CUDA_ARCH__
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-
-struct Four {
-  float x, y, z, w;
-};
-
-__host__ __device__ __forceinline__ Four load4(const float* p) {
-#ifdef __CUDA_ARCH__
-  const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-  return {v.x, v.y, v.z, v.w};
-#else
-  return {p[0], p[1], p[2], p[3]};
-#endif
-}
-
-// (c, index) is better than (oc, oindex): larger c, or equal c and lower index.
-__host__ __device__ __forceinline__ bool better(float c, int index, float oc, int oindex) {
-  return c > oc || (c == oc && index < oindex);
 }
 
 // Routes token row t with the calling warp. Warp supplies the collectives over all 32 lanes:
