@@ -9,6 +9,10 @@ question from all of them.
   seed_ledger.py extract --device cuda --gpu NAME --commit SHA --date YYYY-MM-DD --source DOC FILE.progress...
       reads `d2k eval|bench --progress jsonl` files (what a run writes line by line, so a run cut short by
       its time limit still counts its finished workloads) and prints ledger rows as CSV.
+  seed_ledger.py next --need N --root DIR [--task T] LEDGER.csv...
+      per cuda expert short of N consecutive seeds, the seeds to run next as "TASK FIRST COUNT" lines: the
+      run after the last failure continued from its last complete seed (incomplete seeds after it, cut by a
+      budget, are run again), or a new run after the last failure. .gpu/seeds.sh runs such lines.
   seed_ledger.py report [--need N] [--root DIR] [--task T] LEDGER.csv...
       per task, solution and device: the longest run of consecutive seeds on which every workload passed,
       and every failure. With --root, the cuda rows are held to every workload of the task's task.toml
@@ -102,6 +106,47 @@ def longest_run(seeds):
     return best
 
 
+def seed_sets(group, expected):
+    """(complete, failed): the seeds with a passed row of every expected workload and none failed, and the
+    seeds with a failed row."""
+    passed = defaultdict(set)
+    failed = set()
+    for r in group:
+        if r["status"] == "passed":
+            passed[r["seed"]].add(r["workload"])
+        else:
+            failed.add(r["seed"])
+    return {seed for seed, names in passed.items() if seed not in failed and set(expected) <= names}, failed
+
+
+def next_seeds(complete, failed, need):
+    """(first, count): the seeds that complete a run of `need` soonest. Only a run after the last failure can
+    still grow: it is continued from the last complete seed of the run that starts right after that failure
+    (or right after the failure when that seed is not complete)."""
+    start = max(failed, default=0) + 1
+    end = start
+    while end in complete:
+        end += 1
+    return end, need - (end - start)
+
+
+def next_command(args):
+    rows = read_rows(args.files)
+    groups = defaultdict(list)
+    for row in rows:
+        if row["solution"] == "cuda" and row["device"] == "cuda":
+            groups[row["task"]].append(row)
+    for task in sorted(all_tasks(args.root)):
+        if args.task and task not in args.task:
+            continue
+        complete, failed = seed_sets(groups.get(task, []), task_workloads(args.root, task))
+        if longest_run(complete)[1] >= args.need:
+            continue
+        first, count = next_seeds(complete, failed, args.need)
+        print(f"{task} {first} {count}")
+    return 0
+
+
 def report(args):
     rows = read_rows(args.files)
     groups = defaultdict(list)
@@ -161,13 +206,18 @@ def main():
     e.add_argument("--date", required=True)
     e.add_argument("--source", required=True, help="the docs/results file that records the run")
     e.add_argument("files", nargs="+")
+    n = sub.add_parser("next", help="the seeds to run next per cuda expert short of --need")
+    n.add_argument("--need", type=int, required=True)
+    n.add_argument("--root", required=True, help="the repository: its tasks and their workloads")
+    n.add_argument("--task", action="append", help="only this task (repeatable)")
+    n.add_argument("files", nargs="+")
     r = sub.add_parser("report", help="consecutive seeds per task from ledger files")
     r.add_argument("--need", type=int, default=0)
     r.add_argument("--root", help="the repository, to hold cuda rows to every workload of task.toml")
     r.add_argument("--task", action="append", help="only this task (repeatable)")
     r.add_argument("files", nargs="+")
     args = parser.parse_args()
-    sys.exit(extract(args) if args.command == "extract" else report(args))
+    sys.exit({"extract": extract, "next": next_command, "report": report}[args.command](args))
 
 
 if __name__ == "__main__":

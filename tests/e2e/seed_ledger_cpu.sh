@@ -52,6 +52,20 @@ expect_exit 1 "${ledger[@]}" report --root "$D2K_ROOT" --need 1 "$WORK/cuda.csv"
 "${ledger[@]}" report --root "$D2K_ROOT" --need 1 --task moe/sum_reduce "$WORK/cuda.csv" > /dev/null
 echo "ok: --task narrows the listing to the task asked for"
 
+# next: where each short run goes on. sum_reduce has seed 1 complete and seed 2 cut short: it goes on at 2
+# with 19 lacking; a task without rows starts at 1; a failure (seed 5) starts a new run after it.
+expect_eq "$("${ledger[@]}" next --need 20 --root "$D2K_ROOT" --task moe/sum_reduce "$WORK/cuda.csv")" "moe/sum_reduce 2 19" \
+  "next after a complete seed 1 and an incomplete seed 2"
+expect_eq "$("${ledger[@]}" next --need 20 --root "$D2K_ROOT" --task norm/fused_add_rmsnorm "$WORK/cuda.csv")" \
+  "norm/fused_add_rmsnorm 1 20" "next of a task without rows"
+cp "$WORK/cuda.csv" "$WORK/cuda_failed.csv"
+echo "moe/sum_reduce,cuda,cuda,any,5,incorrect_numerics,,2026-12-02,H200,x,hand" >> "$WORK/cuda_failed.csv"
+expect_eq "$("${ledger[@]}" next --need 20 --root "$D2K_ROOT" --task moe/sum_reduce "$WORK/cuda_failed.csv")" \
+  "moe/sum_reduce 6 20" "next after a failure"
+expect_eq "$("${ledger[@]}" next --need 1 --root "$D2K_ROOT" --task moe/sum_reduce "$WORK/cuda.csv")" "" \
+  "next of a task that has its seeds"
+echo "ok: next continues the run after the last failure, or starts one"
+
 # A progress file from before the ledger (finished lines without a seed) is refused, not guessed at.
 grep -v '"event":"run"' "$WORK/run.progress" | sed 's/,"seed":[0-9]*//' > "$WORK/old.progress"
 expect_exit 1 "${ledger[@]}" extract --device cpu --gpu x --commit x --date x --source x "$WORK/old.progress"
