@@ -258,6 +258,20 @@ __device__ __forceinline__ void stream(const Source& source, float4* ring, Body&
   wait_copies<0>();
 }
 
+// body(v) for every kPer elements of `source`: the list in shared memory read in place, or the row streamed.
+template <class Body>
+__device__ __forceinline__ void each_sector(const Source& source, float4* ring, Body&& body) {
+  if (source.index) {
+    for (int base = 0; base < source.n; base += kTile) {
+      float v[kPer];
+      source.load(base + kPer * threadIdx.x, v);
+      body(v);
+    }
+  } else {
+    stream(source, ring, [&](int, const float (&v)[kPer]) { body(v); });
+  }
+}
+
 // --- The first histogram: the top 11 bits of the whole row ---
 
 // Counts every positive value into its first-level bin, with kMass its mass too, and records each sector's
@@ -313,15 +327,7 @@ __device__ __noinline__ void histogram(Shared& s, const Source& source, float4* 
       if (masses) add_mass(s, d, fixed(v[j]));
     }
   };
-  if (src.index) {
-    for (int base = 0; base < src.n; base += kTile) {
-      float v[kPer];
-      src.load(base + kPer * threadIdx.x, v);
-      add(v);
-    }
-  } else {
-    stream(src, ring, [&](int, const float (&v)[kPer]) { add(v); });
-  }
+  each_sector(src, ring, add);
   __syncthreads();
 }
 
@@ -408,15 +414,7 @@ __device__ __noinline__ u64 mass_at_least(Shared& s, const Source& source, float
   const auto add = [&](const float (&x)[kPer]) {
     for (int j = 0; j < kPer; ++j) v[0] += x[j] > 0.0f && x[j] >= threshold ? fixed(x[j]) : 0;
   };
-  if (src.index) {
-    for (int base = 0; base < src.n; base += kTile) {
-      float x[kPer];
-      src.load(base + kPer * threadIdx.x, x);
-      add(x);
-    }
-  } else {
-    stream(src, ring, [&](int, const float (&x)[kPer]) { add(x); });
-  }
+  each_sector(src, ring, add);
   block_sum(s, v);
   return v[0];
 }
