@@ -167,18 +167,16 @@ def report(args):
     for (task, solution, device), group in sorted(groups.items()):
         workloads = sorted({r["workload"] for r in group})
         expected = task_workloads(args.root, task) if args.root and device == "cuda" else workloads
-        passed = defaultdict(set)  # seed -> workloads passed
+        complete, _ = seed_sets(group, expected)
         failed = defaultdict(list)  # seed -> failed rows
         for r in group:
-            if r["status"] == "passed":
-                passed[r["seed"]].add(r["workload"])
-            else:
+            if r["status"] != "passed":
                 failed[r["seed"]].append(r)
-        complete = {seed for seed, names in passed.items() if seed not in failed and set(expected) <= names}
+        seeds = [r["seed"] for r in group]
         first, length = longest_run(complete)
         span = f"seeds {first}-{first + length - 1}" if length else "no seed"
         print(f"{task} ({solution}, {device}): {length} consecutive seeds with all {len(expected)} workloads passed "
-              f"({span}); {len(group)} rows, seeds {min(passed or failed)}-{max(list(passed) + list(failed))}, "
+              f"({span}); {len(group)} rows, seeds {min(seeds)}-{max(seeds)}, "
               f"commits {', '.join(sorted({r['commit'] for r in group}))}")
         unseen = sorted(set(expected) - set(workloads))
         if unseen:
