@@ -34,13 +34,15 @@ using gtopk::Problem;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
-// The warp's collectives over all 32 lanes, for route_row.
+// The warp's collectives over all 32 lanes, for route_row (both versions').
 struct DeviceWarp {
   static constexpr unsigned kFull = 0xffffffffu;
   __device__ __forceinline__ float shfl(float v, int src) const { return __shfl_sync(kFull, v, src); }
+  __device__ __forceinline__ int shfl(int v, int src) const { return __shfl_sync(kFull, v, src); }  // (version 2's)
   __device__ __forceinline__ float shfl_xor(float v, int d) const { return __shfl_xor_sync(kFull, v, d); }
   __device__ __forceinline__ unsigned ballot(bool pred) const { return __ballot_sync(kFull, pred); }
   __device__ __forceinline__ int reduce_max(int v) const { return __reduce_max_sync(kFull, v); }
+  __device__ __forceinline__ int lowest(unsigned mask) const { return __ffs(static_cast<int>(mask)) - 1; }  // (version 2's)
   __device__ __forceinline__ void sync() const { __syncwarp(kFull); }
   // A predicated st.shared at an address converted once per warp: written as "if (pred) *p = v", the
   // compiler sinks the generic-to-shared conversion of p into each round's conditional store and ptxas
@@ -69,22 +71,11 @@ __global__ void __launch_bounds__(kThreads) grouped_topk_kernel(Problem p) {
   gtopk::route_row<NT, FULL, GSC, KC, KEEPC>(p, t, lane, w, buf[warp], rec[warp]);
 }
 
-// Version 2's warp API (route_row_v2.cuh), for the kernel of many rows.
-struct V2Warp {
-  static constexpr unsigned kFull = 0xffffffffu;
-  __device__ __forceinline__ float shfl(float v, int src) const { return __shfl_sync(kFull, v, src); }
-  __device__ __forceinline__ int shfl(int v, int src) const { return __shfl_sync(kFull, v, src); }
-  __device__ __forceinline__ float shfl_xor(float v, int d) const { return __shfl_xor_sync(kFull, v, d); }
-  __device__ __forceinline__ unsigned ballot(bool pred) const { return __ballot_sync(kFull, pred); }
-  __device__ __forceinline__ int reduce_max(int v) const { return __reduce_max_sync(kFull, v); }
-  __device__ __forceinline__ int lowest(unsigned mask) const { return __ffs(static_cast<int>(mask)) - 1; }
-};
-
 __global__ void __launch_bounds__(kThreads) many_rows_kernel(Problem p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long t = static_cast<long long>(blockIdx.x) * kWarps + warp;
   if (t >= p.T) return;
-  V2Warp w;
+  DeviceWarp w;
   gtopk_v2::route_row<8, true>(p, t, lane, w);
 }
 
