@@ -153,6 +153,7 @@ class Evaluation {
   void before_call();
   void after_call(Stage stage, const char* entry = "d2k_run");
   std::optional<std::string> device_error();
+  void check_device_after(Stage stage, const char* entry);
   std::string solution_message(const char* entry, int code);
   // The guards of the call's own buffers; with `copies`, of the timed calls' copies too.
   void check_guards(bool copies = true);
@@ -596,7 +597,7 @@ void Evaluation::verification_calls(Stage stage, int calls, bool keep_outputs, S
     const int code = library_.run(&call_);
     check_cuda(cudaEventRecord(end.get(), stream_->get()), "cudaEventRecord");
     if (auto left = leftover_threads(threads_before_)) rejected(stage, *left);
-    if (auto fault = device_error()) failed(stage, fmt::format("d2k_run caused a device error: {}", *fault));
+    check_device_after(stage, "d2k_run");
     kernel_clock_->end_window();
     if (code != 0) failed(stage, solution_message("d2k_run", code));
     second.event_ms.push_back(elapsed_ms(start, end));
@@ -637,9 +638,7 @@ void Evaluation::call_solution(Stage stage, const char* entry, Call&& call) {
   } catch (...) {
     failed(stage, fmt::format("{} threw an exception that is not a std::exception", entry));
   }
-  if (std::optional<std::string> fault = device_error()) {
-    failed(stage, fmt::format("{} caused a device error: {}", entry, *fault));
-  }
+  check_device_after(stage, entry);
   if (request_.python)
     if (auto refused = triton_refused_import()) rejected(stage, *refused);
   if (code != 0) failed(stage, solution_message(entry, code));
@@ -683,6 +682,18 @@ std::optional<std::string> Evaluation::device_error() {
   }
 #endif
   return std::nullopt;
+}
+
+// After a call of the solution: a device error fails the evaluation, but when the call left a stream
+// capturing a graph, the worker's own synchronization is what failed (cudaErrorStreamCaptureUnsupported),
+// and the state it left is the finding, rejected by name (as the timed loop does).
+void Evaluation::check_device_after(Stage stage, const char* entry) {
+  const std::optional<std::string> fault = device_error();
+  if (!fault) return;
+#ifdef D2K_WITH_CUDA
+  if (auto state = call_left_state(stream_->get())) rejected(stage, *state);
+#endif
+  failed(stage, fmt::format("{} caused a device error: {}", entry, *fault));
 }
 
 void Evaluation::check_guards(bool copies) {
