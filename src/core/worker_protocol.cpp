@@ -182,15 +182,16 @@ void FrameReader::feed(const char* data, std::size_t size, double now, std::vect
       if (header_.size < sizeof(uint32_t) || header_.size > max_payload_)
         return fail(fmt::format("a frame of {} bytes (at most {} expected)", header_.size, max_payload_));
       have_header_ = true;
-      payload_.assign(static_cast<std::size_t>(header_.size), '\0');
-      payload_fill_ = 0;
+      // Reserved, not filled: zeroing a tensor's gigabytes first cost as much as the bytes' own arrival
+      // (2.5 GB of cross_entropy's logits: 1.8 s against 1.3 s of page faults and copy, 2 cores).
+      payload_.clear();
+      payload_.reserve(static_cast<std::size_t>(header_.size));
     }
-    const std::size_t take = static_cast<std::size_t>(std::min<uint64_t>(size, header_.size - payload_fill_));
-    std::memcpy(payload_.data() + payload_fill_, data, take);
-    payload_fill_ += take;
+    const std::size_t take = static_cast<std::size_t>(std::min<uint64_t>(size, header_.size - payload_.size()));
+    payload_.append(data, take);
     data += take;
     size -= take;
-    if (payload_fill_ < header_.size) return;
+    if (payload_.size() < header_.size) return;
 
     uint32_t fields_size = 0;
     std::memcpy(&fields_size, payload_.data(), sizeof fields_size);

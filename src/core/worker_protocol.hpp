@@ -291,8 +291,7 @@ class FrameReader {
   FrameHeader header_{};
   std::size_t header_fill_ = 0;
   bool have_header_ = false;
-  std::string payload_;
-  uint64_t payload_fill_ = 0;
+  std::string payload_;  // the bytes of the frame begun so far (capacity: its whole size)
   std::optional<std::string> broken_;
 };
 
