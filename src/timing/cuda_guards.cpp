@@ -19,6 +19,37 @@ const char* capture_status_name(cudaStreamCaptureStatus status) {
   return "unknown";
 }
 
+// The streams left capturing a graph, in words, into `found`: the call's stream and the per-thread default
+// stream are asked directly. A blocking stream the solution made itself shows as
+// cudaErrorStreamCaptureImplicit on the legacy stream; a non-blocking one of its own, capturing, records
+// nothing of the harness's (which uses only the call's stream and the legacy one), and the second clock
+// (cupti_clock.hpp) sees that its kernels never ran. A query that fails otherwise goes to `failed`.
+template <typename Failed>
+void find_captures(cudaStream_t stream, std::vector<std::string>& found, Failed&& failed) {
+  const struct {
+    cudaStream_t stream;
+    const char* name;
+  } streams[] = {{stream, "the call's stream"}, {cudaStreamPerThread, "the per-thread default stream"}};
+  for (const auto& [queried, name] : streams) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (const cudaError_t error = cudaStreamIsCapturing(queried, &status); error != cudaSuccess) {
+      failed(error, name);
+    } else if (status != cudaStreamCaptureStatusNone) {
+      found.push_back(fmt::format("{} is still capturing a graph (capture {}): the harness's own work would be "
+                                  "recorded instead of run",
+                                  name, capture_status_name(status)));
+    }
+  }
+  cudaStreamCaptureStatus legacy = cudaStreamCaptureStatusNone;
+  if (const cudaError_t error = cudaStreamIsCapturing(cudaStreamLegacy, &legacy);
+      error == cudaErrorStreamCaptureImplicit) {
+    found.push_back("a blocking stream is still capturing a graph (the legacy stream reports "
+                    "cudaErrorStreamCaptureImplicit)");
+  } else if (error != cudaSuccess) {
+    failed(error, "the legacy stream");
+  }
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string text;
   for (const auto& part : parts) text += (text.empty() ? "" : "; ") + part;
@@ -73,36 +104,18 @@ std::optional<std::string> call_left_state(cudaStream_t stream) {
     query_failed(error, "the call's stream's access policy window");
   }
 
-  // The call's stream and the per-thread default stream are asked directly. A blocking stream the
-  // solution made itself shows as cudaErrorStreamCaptureImplicit on the legacy stream; a non-blocking
-  // one of its own, capturing, records nothing of the harness's (which uses only the call's stream and
-  // the legacy one), and the second clock (cupti_clock.hpp) sees that its kernels never ran.
-  const struct {
-    cudaStream_t stream;
-    const char* name;
-  } streams[] = {{stream, "the call's stream"}, {cudaStreamPerThread, "the per-thread default stream"}};
-  for (const auto& [queried, name] : streams) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (const cudaError_t error = cudaStreamIsCapturing(queried, &status); error != cudaSuccess) {
-      query_failed(error, name);
-    } else if (status != cudaStreamCaptureStatusNone) {
-      found.push_back(fmt::format("{} is still capturing a graph (capture {}): the harness's own work would be "
-                                  "recorded instead of run",
-                                  name, capture_status_name(status)));
-    }
-  }
-  cudaStreamCaptureStatus legacy = cudaStreamCaptureStatusNone;
-  if (const cudaError_t error = cudaStreamIsCapturing(cudaStreamLegacy, &legacy);
-      error == cudaErrorStreamCaptureImplicit) {
-    found.push_back("a blocking stream is still capturing a graph (the legacy stream reports "
-                    "cudaErrorStreamCaptureImplicit)");
-  } else if (error != cudaSuccess) {
-    query_failed(error, "the legacy stream");
-  }
+  find_captures(stream, found, query_failed);
 
   // What our own queries raised is ours: cleared when nothing was pending before them (cudaGetLastError
   // leaves a sticky error in place, so nothing of the solution's is hidden).
   if (pending == cudaSuccess) cudaGetLastError();
+  if (found.empty()) return std::nullopt;
+  return join(found);
+}
+
+std::optional<std::string> capture_left_on(cudaStream_t stream) {
+  std::vector<std::string> found;
+  find_captures(stream, found, [](cudaError_t, const char*) {});
   if (found.empty()) return std::nullopt;
   return join(found);
 }

@@ -32,5 +32,11 @@ void reset_persisting_l2();
 // worker's own error path still sees it); only errors its own queries raise are cleared.
 std::optional<std::string> call_left_state(cudaStream_t stream);
 
+// The capture part of call_left_state alone: `stream`, the per-thread default stream or a blocking stream
+// still capturing a graph, in words, or nothing. A stream that cannot be queried (a context a fault broke)
+// counts as not capturing: after a device error, a capture left on is what made the worker's own
+// synchronization fail, and anything else is the fault itself.
+std::optional<std::string> capture_left_on(cudaStream_t stream);
+
 }  // namespace d2k
 #endif

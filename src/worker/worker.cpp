@@ -686,12 +686,13 @@ std::optional<std::string> Evaluation::device_error() {
 
 // After a call of the solution: a device error fails the evaluation, but when the call left a stream
 // capturing a graph, the worker's own synchronization is what failed (cudaErrorStreamCaptureUnsupported),
-// and the state it left is the finding, rejected by name (as the timed loop does).
+// and the capture is the finding, rejected by name (as the timed loop does). A fault of the solution's
+// own (an illegal address) stays a runtime error.
 void Evaluation::check_device_after(Stage stage, const char* entry) {
   const std::optional<std::string> fault = device_error();
   if (!fault) return;
 #ifdef D2K_WITH_CUDA
-  if (auto state = call_left_state(stream_->get())) rejected(stage, *state);
+  if (auto capture = capture_left_on(stream_->get())) rejected(stage, *capture);
 #endif
   failed(stage, fmt::format("{} caused a device error: {}", entry, *fault));
 }
