@@ -1,8 +1,12 @@
 # The cheating corpus on the cuda device (tests/corpus/*_cuda.cu, docs/integrity.md): GPU-specific
 # tricks, each caught with its status and reason, or (work on another stream) charged its real time.
+# ONLY="name ..." runs those entries alone (file names without the extension; the sections that are not one
+# entry run under their first file's name: honest_quant_cuda, triton, and the closing bench only in a full run).
 source "$(dirname "$0")/lib.bash"
 corpus="$D2K_ROOT/tests/corpus"
 quant=quant/fp8_group_quant
+
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
 # run_eval FILE WORKLOAD EXIT [d2k eval options...]: evaluates into $WORK/<name>.json
 run_eval() {
@@ -13,6 +17,7 @@ run_eval() {
 }
 caught() {  # FILE WORKLOAD STATUS FRAGMENT
   local name; name=$(basename "$1"); name=${name%.*}
+  wanted "$name" || return 0
   run_eval "$1" "$2" 1
   expect_caught "$WORK/$name.json" "$2" "$3" "$4" "$name"
 }
@@ -40,31 +45,39 @@ caught "$corpus/persisting_l2_driver_cuda.cu" deepseek-v3-T1 rejected "persistin
 caught "$corpus/spin_second_context_cuda.cu" $big rejected "thread(s) running after d2k_prepare returned"
 caught "$corpus/mapped_host_thread_cuda.cu" deepseek-v3-T1 rejected "thread(s) running"
 name=spin_second_stream_cuda
-expect_exit 1 "$D2K" eval $quant "$(corpus_solution "$corpus/$name.cu")" --device cuda -w $big --timeout 5 --no-baseline \
-  --json "$WORK/$name.json"
-expect_caught "$WORK/$name.json" $big timeout "timed out" $name
+if wanted $name; then
+  expect_exit 1 "$D2K" eval $quant "$(corpus_solution "$corpus/$name.cu")" --device cuda -w $big --timeout 5 --no-baseline \
+    --json "$WORK/$name.json"
+  expect_caught "$WORK/$name.json" $big timeout "timed out" $name
+fi
 # Frames written from the solution's code never reach the evidence pipe: it computes honestly, and passes.
-run_eval "$corpus/forge_frames_release_cuda.cu" $big 0
-case "$(log_of "$WORK/forge_frames_release_cuda.json" $big)" in
-  *"a write to fd 1001 was refused: Operation not permitted"*) echo "ok: forge_frames_release_cuda: its frames were refused";;
-  *) echo "FAIL: forge_frames_release_cuda: its log does not show its frames refused" >&2; exit 1;;
-esac
+if wanted forge_frames_release_cuda; then
+  run_eval "$corpus/forge_frames_release_cuda.cu" $big 0
+  case "$(log_of "$WORK/forge_frames_release_cuda.json" $big)" in
+    *"a write to fd 1001 was refused: Operation not permitted"*) echo "ok: forge_frames_release_cuda: its frames were refused";;
+    *) echo "FAIL: forge_frames_release_cuda: its log does not show its frames refused" >&2; exit 1;;
+  esac
+fi
 
 # Work hidden on another stream passes, but is charged: its median is not below the same kernel's
 # median on the call's stream (a 20% allowance for noise).
-run_eval "$corpus/honest_quant_cuda.cu" $big 0
-run_eval "$corpus/timer_other_stream_cuda.cu" $big 0
-honest=$(median_of "$WORK/honest_quant_cuda.json" $big)
-hidden=$(median_of "$WORK/timer_other_stream_cuda.json" $big)
-python3 -c "import sys; h, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if c >= 0.8 * h else 1)" "$honest" "$hidden" \
-  || { echo "FAIL: work on another stream timed at $hidden ms against $honest ms on the call's stream" >&2; exit 1; }
-echo "ok: work on another stream is charged: $hidden ms (same kernel on the call's stream: $honest ms)"
+if wanted honest_quant_cuda; then
+  run_eval "$corpus/honest_quant_cuda.cu" $big 0
+  run_eval "$corpus/timer_other_stream_cuda.cu" $big 0
+  honest=$(median_of "$WORK/honest_quant_cuda.json" $big)
+  hidden=$(median_of "$WORK/timer_other_stream_cuda.json" $big)
+  python3 -c "import sys; h, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if c >= 0.8 * h else 1)" "$honest" "$hidden" \
+    || { echo "FAIL: work on another stream timed at $hidden ms against $honest ms on the call's stream" >&2; exit 1; }
+  echo "ok: work on another stream is charged: $hidden ms (same kernel on the call's stream: $honest ms)"
+fi
 
 # A time below the floor (no forged time reaches it: the frames' gate stops those first): ceilings that claim a
 # memory bandwidths a million times lower than measured put the honest kernel's real time below its floor.
-slow=$(slow_ceilings cuda)
-cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
-D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "with cold inputs no time under the floor is possible"
+if wanted honest_below_floor_cuda; then
+  slow=$(slow_ceilings cuda)
+  cp "$corpus/honest_quant_cuda.cu" "$WORK/honest_below_floor_cuda.cu"
+  D2K_CACHE_DIR="$slow" caught "$WORK/honest_below_floor_cuda.cu" $big rejected "with cold inputs no time under the floor is possible"
+fi
 
 # Triton solutions (issue 17; docs/integrity.md, "Triton solutions"), on norm/fused_add_rmsnorm: the shipped
 # Triton solution passes; the library imports are refused (at the warm-up, before any worker); a cache on the
@@ -76,6 +89,7 @@ triton_eval() {  # FILE EXIT [d2k eval options...]: evaluates into $WORK/<name>.
   expect_exit "$code" "$D2K" eval $norm "$file" --device cuda -w llama3-8b-T2048 --timeout 120 --no-baseline \
     --json "$WORK/$name.json" "$@"
 }
+if wanted triton; then
 triton_eval "$D2K_ROOT/tasks/$norm/solution/triton" 0
 for cheat in torch numpy ctypes lazy_torch; do
   triton_eval "$corpus/library_${cheat}_triton.py" 1
@@ -85,10 +99,11 @@ triton_eval "$corpus/cache_by_pointer_triton.py" 1
 expect_caught "$WORK/cache_by_pointer_triton.json" llama3-8b-T2048 rejected "every timed call must compute its own outputs" cache_by_pointer_triton
 triton_eval "$corpus/other_stream_triton.py" 0
 echo "ok: the Triton corpus is caught and the Triton solution passes"
+fi
+[ -n "${ONLY:-}" ] && { echo "ok: the entries of ONLY ($ONLY) ran"; exit 0; }
 
-# The expert passes (no false alarm from the thread count, the second draw, the repeat or the floor)
-# on every workload, hidden ones included.
-# The experts of the two tasks the corpus runs on pass under the same harness (every expert's 20 seeds are
-# the ledger's, docs/results/seeds/: a bench of all 26 here took past 300 s on the H200).
+# The experts of the two tasks the corpus runs on pass (no false alarm from the thread count, the second
+# draw, the repeat or the floor) on every workload, hidden ones included. Every expert's 20 seeds are the
+# ledger's (docs/results/seeds/): a bench of all 26 here took past corpus.sh's 300 s on the H200.
 expect_exit 0 "$D2K" bench -t $quant -t $norm --device cuda --no-baseline --json "$WORK/bench.json"
 echo "ok: the GPU corpus is caught and the experts pass"
