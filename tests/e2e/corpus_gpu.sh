@@ -1,12 +1,20 @@
 # The cheating corpus on the cuda device (tests/corpus/*_cuda.cu, docs/integrity.md): GPU-specific
 # tricks, each caught with its status and reason, or (work on another stream) charged its real time.
-# ONLY="name ..." runs those entries alone (file names without the extension; the sections that are not one
-# entry run under their first file's name: honest_quant_cuda, triton, and the closing bench only in a full run).
+# ONLY="name ..." runs those entries alone: corpus file names without the extension (honest_quant_cuda and
+# timer_other_stream_cuda run together), or "triton" for the Triton section; a name that matches nothing is a
+# failure. The closing bench runs only in a full run.
 source "$(dirname "$0")/lib.bash"
 corpus="$D2K_ROOT/tests/corpus"
 quant=quant/fp8_group_quant
 
-wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+# wanted NAME...: whether the section of these names runs (ONLY unset, or it names one of them).
+declare -A only_matched=()
+wanted() {
+  [ -z "${ONLY:-}" ] && return 0
+  local name found=1
+  for name; do [[ " $ONLY " == *" $name "* ]] && only_matched[$name]=1 && found=0; done
+  return $found
+}
 
 # run_eval FILE WORKLOAD EXIT [d2k eval options...]: evaluates into $WORK/<name>.json
 run_eval() {
@@ -61,7 +69,7 @@ fi
 
 # Work hidden on another stream passes, but is charged: its median is not below the same kernel's
 # median on the call's stream (a 20% allowance for noise).
-if wanted honest_quant_cuda; then
+if wanted honest_quant_cuda timer_other_stream_cuda; then
   run_eval "$corpus/honest_quant_cuda.cu" $big 0
   run_eval "$corpus/timer_other_stream_cuda.cu" $big 0
   honest=$(median_of "$WORK/honest_quant_cuda.json" $big)
@@ -90,17 +98,21 @@ triton_eval() {  # FILE EXIT [d2k eval options...]: evaluates into $WORK/<name>.
     --json "$WORK/$name.json" "$@"
 }
 if wanted triton; then
-triton_eval "$D2K_ROOT/tasks/$norm/solution/triton" 0
-for cheat in torch numpy ctypes lazy_torch; do
-  triton_eval "$corpus/library_${cheat}_triton.py" 1
-  expect_caught "$WORK/library_${cheat}_triton.json" llama3-8b-T2048 rejected "imports '${cheat#lazy_}'" "library_${cheat}_triton"
-done
-triton_eval "$corpus/cache_by_pointer_triton.py" 1
-expect_caught "$WORK/cache_by_pointer_triton.json" llama3-8b-T2048 rejected "every timed call must compute its own outputs" cache_by_pointer_triton
-triton_eval "$corpus/other_stream_triton.py" 0
-echo "ok: the Triton corpus is caught and the Triton solution passes"
+  triton_eval "$D2K_ROOT/tasks/$norm/solution/triton" 0
+  for cheat in torch numpy ctypes lazy_torch; do
+    triton_eval "$corpus/library_${cheat}_triton.py" 1
+    expect_caught "$WORK/library_${cheat}_triton.json" llama3-8b-T2048 rejected "imports '${cheat#lazy_}'" "library_${cheat}_triton"
+  done
+  triton_eval "$corpus/cache_by_pointer_triton.py" 1
+  expect_caught "$WORK/cache_by_pointer_triton.json" llama3-8b-T2048 rejected "every timed call must compute its own outputs" cache_by_pointer_triton
+  triton_eval "$corpus/other_stream_triton.py" 0
+  echo "ok: the Triton corpus is caught and the Triton solution passes"
 fi
-[ -n "${ONLY:-}" ] && { echo "ok: the entries of ONLY ($ONLY) ran"; exit 0; }
+if [ -n "${ONLY:-}" ]; then
+  for name in $ONLY; do [ -n "${only_matched[$name]:-}" ] || fail_now "ONLY names '$name', which is no entry of corpus_gpu.sh"; done
+  echo "ok: the entries of ONLY ($ONLY) ran"
+  exit 0
+fi
 
 # The experts of the two tasks the corpus runs on pass (no false alarm from the thread count, the second
 # draw, the repeat or the floor) on every workload, hidden ones included. Every expert's 20 seeds are the
