@@ -1,0 +1,215 @@
+// Where quant/fp8_block_gemm's small-M weight stream (solution/cuda/smallm_kernel.cuh, 1 <= M <= 64) spends
+// its time: the shipped kernel, unchanged, timed alone with CUDA events over a sweep of weight shapes, each
+// with a cold L2 (a 256 MiB write between calls, as the harness flushes) and with a warm one (the same
+// call again: a weight under the 50 MB L2 is then read from it), beside an empty kernel launched with the
+// same cooperative configuration (grid, 384 threads, the same dynamic shared memory) and the host's own
+// time in run() (two tensor-map encodes and the launch), and beside the plainest kernel that reads the same
+// weight once (cold and warm): what any weight stream pays after the flush.
+//
+// The question it answers (tasks/quant/fp8_block_gemm/notes.md): the measured times fit about 14 us plus
+// the weight at 3.7 TB/s, and even qkv_a M64, whose 7 units per CTA all fit the ring at once, takes 18 us.
+// If a warm L2 leaves the small shapes as slow, the fixed cost is in the kernel's own chain (launch,
+// barriers, the split-K reduction), not in DRAM; if the empty cooperative launch is most of it, in the
+// launch.
+//
+// Built only on request (`cmake --build build --target d2k-fp8-smallm-probe`; scripts/gpu-pack packs it):
+// it needs the CUTLASS headers that setup installs and an sm_90a GPU to run.
+//   .gpu/d2k-fp8-smallm-probe [calls per shape, default 30]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "smallm_kernel.cuh"
+
+namespace {
+
+namespace sm = fp8_block_gemm::smallm;
+
+void check(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return;
+  std::fprintf(stderr, "fp8_smallm_probe: %s: %s\n", what, cudaGetErrorString(error));
+  std::exit(1);
+}
+
+// Random e4m3 bytes, never NaN (0x7F, 0xFF), from a hash of the index: the tensor cores' time does not
+// depend on the values, but a NaN would make the output meaningless to anyone who looks.
+__global__ void fill_fp8(uint8_t* data, int64_t n, uint32_t salt) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 0x9E3779B9u ^ salt;
+    x ^= x >> 16, x *= 0x85EBCA6Bu, x ^= x >> 13;
+    uint8_t v = static_cast<uint8_t>(x);
+    if ((v & 0x7F) == 0x7F) v ^= 1;
+    data[i] = v;
+  }
+}
+
+__global__ void fill_scales(float* data, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    data[i] = 0.01f + 0.001f * static_cast<float>(i % 97);
+}
+
+// The plainest weight stream: every 16 bytes of `data` loaded once (4 loads in flight per thread), summed
+// into one word so that nothing is optimized away. Its cold time is what reading the weight costs any
+// kernel after the harness's flush, before a single MMA.
+__global__ void __launch_bounds__(512) read_kernel(const uint4* data, int64_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = data[i], b = data[i + stride], c = data[i + 2 * stride], d = data[i + 3 * stride];
+    acc ^= a.x ^ a.w ^ b.y ^ b.z ^ c.x ^ c.w ^ d.y ^ d.z;
+  }
+  for (; i < n; i += stride) acc ^= data[i].x;
+  if (acc == 0x9E3779B9u) *sink = acc;  // practically never: keeps the loads
+}
+
+// The empty kernel of the same launch shape: what a cooperative launch of 132 CTAs of 384 threads with
+// this much shared memory costs before any work.
+__global__ void __launch_bounds__(sm::kThreads, 1) empty_kernel(int* sink) {
+  if (sink != nullptr && threadIdx.x == 0 && blockIdx.x == 0) *sink = 1;
+}
+
+struct Shape {
+  const char* name;
+  int m, n, k;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int calls = argc > 1 ? std::max(3, std::atoi(argv[1])) : 30;
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "device properties");
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  // The four M 64 workloads of task.toml, the hidden M 5, then a sweep of N at the two K's.
+  std::vector<Shape> shapes = {{"qkv_a M64", 64, 2112, 7168},         {"q_b M64", 64, 24576, 1536},
+                               {"o_proj M64", 64, 7168, 16384},       {"shared_gate_up M64", 64, 4096, 7168},
+                               {"q_b M5", 5, 24576, 1536}};
+  for (int n : {1024, 4096, 8192, 16384, 32768, 49152}) shapes.push_back({"sweep K1536 M64", 64, n, 1536});
+  for (int n : {256, 512, 1024, 4096, 8192}) shapes.push_back({"sweep K7168 M64", 64, n, 7168});
+
+  const int64_t flush_bytes = int64_t{256} << 20;
+  void* flush = nullptr;
+  check(cudaMalloc(&flush, flush_bytes), "flush buffer");
+  int* sink = nullptr;
+  check(cudaMalloc(&sink, sizeof(int)), "sink");
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");
+  // Two pairs of events: a cold call and the warm call right behind it are enqueued together, so that
+  // neither waits for the host (the 256 MiB write before the cold call keeps the GPU busy meanwhile).
+  cudaEvent_t start, stop, start2, stop2;
+  for (cudaEvent_t* e : {&start, &stop, &start2, &stop2}) check(cudaEventCreate(e), "event");
+  const auto elapsed_us = [](cudaEvent_t from, cudaEvent_t to) {
+    float ms = 0;
+    check(cudaEventSynchronize(to), "sync");
+    check(cudaEventElapsedTime(&ms, from, to), "elapsed");
+    return 1000.0 * ms;
+  };
+
+  // The empty cooperative kernel at the M 64 configuration's shared memory.
+  {
+    constexpr int kBytes = sm::shared_bytes<64, sm::StagesFor<64>::value>();
+    check(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes), "attribute");
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeCooperative;
+    attribute.val.cooperative = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(prop.multiProcessorCount));
+    config.blockDim = dim3(sm::kThreads);
+    config.dynamicSmemBytes = kBytes;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    std::vector<double> cooperative, plain;
+    for (int i = 0; i < calls; ++i) {
+      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
+      check(cudaEventRecord(start, stream), "record");
+      check(cudaLaunchKernelEx(&config, empty_kernel, sink), "empty cooperative launch");
+      check(cudaEventRecord(stop, stream), "record");
+      cooperative.push_back(elapsed_us(start, stop));
+      config.numAttrs = 0;
+      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
+      check(cudaEventRecord(start, stream), "record");
+      check(cudaLaunchKernelEx(&config, empty_kernel, sink), "empty launch");
+      check(cudaEventRecord(stop, stream), "record");
+      plain.push_back(elapsed_us(start, stop));
+      config.numAttrs = 1;
+    }
+    std::printf("empty kernel, %d x %d threads, %d B shared: cooperative %.2f us, plain %.2f us (medians of %d)\n",
+                prop.multiProcessorCount, sm::kThreads, kBytes, median(cooperative), median(plain), calls);
+  }
+
+  std::printf("%-20s %6s %6s %6s %9s %5s %9s %9s %9s %9s %9s %11s %11s\n", "shape", "M", "N", "K", "weight MB",
+              "grid", "units/CTA", "cold us", "cold GB/s", "warm us", "host us", "read cold", "read warm");
+  for (const Shape& s : shapes) {
+    const int kb = s.k / sm::kKBlock, slabs = (s.n + sm::kSlab - 1) / sm::kSlab, sa_ld = (s.m + 3) / 4 * 4;
+    uint8_t *a = nullptr, *b = nullptr;
+    float *sa = nullptr, *sb = nullptr;
+    void *c = nullptr, *workspace = nullptr;
+    const size_t workspace_bytes = sm::workspace_size(s.m, s.n, s.k);
+    check(cudaMalloc(&a, size_t(s.m) * s.k), "a");
+    check(cudaMalloc(&b, size_t(s.n) * s.k), "b");
+    check(cudaMalloc(&sa, sizeof(float) * sa_ld * kb), "sa");
+    check(cudaMalloc(&sb, sizeof(float) * slabs * kb), "sb");
+    check(cudaMalloc(&c, size_t(s.m) * s.n * 2), "c");
+    check(cudaMalloc(&workspace, workspace_bytes), "workspace");
+    fill_fp8<<<264, 256, 0, stream>>>(a, int64_t{s.m} * s.k, 1);
+    fill_fp8<<<264, 256, 0, stream>>>(b, int64_t{s.n} * s.k, 2);
+    fill_scales<<<64, 256, 0, stream>>>(sa, int64_t{sa_ld} * kb);
+    fill_scales<<<64, 256, 0, stream>>>(sb, int64_t{slabs} * kb);
+    check(cudaMemsetAsync(workspace, 0xFF, workspace_bytes, stream), "workspace poison");
+    check(cudaStreamSynchronize(stream), "fill");
+
+    std::vector<double> cold, warm, host;
+    for (int i = 0; i < calls; ++i) {
+      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
+      check(cudaEventRecord(start, stream), "record");
+      const auto t0 = std::chrono::steady_clock::now();
+      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, workspace, workspace_bytes, stream), s.name);
+      host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventRecord(start2, stream), "record");
+      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, workspace, workspace_bytes, stream), s.name);
+      check(cudaEventRecord(stop2, stream), "record");
+      cold.push_back(elapsed_us(start, stop));
+      warm.push_back(elapsed_us(start2, stop2));
+    }
+    // The plain read of the same weight, cold then warm, 4 CTAs of 512 threads per SM.
+    std::vector<double> read_cold, read_warm;
+    const int64_t vectors = int64_t{s.n} * s.k / 16;
+    const unsigned read_grid = static_cast<unsigned>(4 * prop.multiProcessorCount);
+    for (int i = 0; i < calls; ++i) {
+      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
+      check(cudaEventRecord(start, stream), "record");
+      read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors,
+                                                 reinterpret_cast<uint32_t*>(sink));
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventRecord(start2, stream), "record");
+      read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors,
+                                                 reinterpret_cast<uint32_t*>(sink));
+      check(cudaEventRecord(stop2, stream), "record");
+      read_cold.push_back(elapsed_us(start, stop));
+      read_warm.push_back(elapsed_us(start2, stop2));
+    }
+    check(cudaGetLastError(), "read kernel");
+    const auto plan = sm::plan_for(s.n, s.k);
+    const double weight_mb = double(s.n) * s.k / 1e6, cold_us = median(cold);
+    std::printf("%-20s %6d %6d %6d %9.1f %5d %9.1f %9.2f %9.0f %9.2f %9.2f %11.2f %11.2f\n", s.name, s.m, s.n, s.k,
+                weight_mb, plan.grid, double(plan.units) / plan.grid, cold_us, weight_mb * 1e3 / cold_us, median(warm),
+                median(host), median(read_cold), median(read_warm));
+    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(sa), static_cast<void*>(sb), c,
+                    workspace})
+      check(cudaFree(p), "free");
+  }
+  return 0;
+}
