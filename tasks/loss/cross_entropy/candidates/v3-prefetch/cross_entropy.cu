@@ -142,57 +142,35 @@ __device__ __forceinline__ void cluster_barrier() {
 template <int VPT>
 constexpr int kBlocksPerSm = VPT <= 10 ? 3 : 2;
 
-// One row per cluster of C CTAs (C divides the grid); VPT 16-byte vectors per thread, held in registers.
-// Indices within a row are 32-bit (V < 2^28).
+constexpr int kStep = 8 * kThreads;  // elements between a thread's consecutive vectors
+
+// The first element of this thread's first vector of the row at row_ptr, in a CTA of cluster rank `rank`:
+// the aligned vectors that overlap the row, the thread's j-th holding elements [start + j kStep, + 8);
+// head elements of the first lie before the row.
 template <int VPT>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_kernel(Args args) {
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int cluster_size = static_cast<int>(cluster.num_blocks());
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int64_t row = blockIdx.x / cluster_size;
-  const int64_t target64 = args.targets[row * args.target_stride];
-  uint16_t* row_ptr = args.logits + row * args.stride;
-  const int vocab = static_cast<int>(args.vocab);
-  // The aligned vectors that overlap the row: the thread's j-th holds elements [start_j, start_j + 8) of
-  // the row, start_j = start + 8 * kThreads * j; head elements of the first lie before the row.
+__device__ __forceinline__ int thread_start(const uint16_t* row_ptr, int rank) {
   const int head = static_cast<int>((reinterpret_cast<uintptr_t>(row_ptr) & 15) >> 1);
-  const int start = 8 * (rank * kThreads * VPT + static_cast<int>(threadIdx.x)) - head;
-  constexpr int kStep = 8 * kThreads;
+  return 8 * (rank * kThreads * VPT + static_cast<int>(threadIdx.x)) - head;
+}
 
-  if (target64 == kIgnoreIndex) {
-    // Nothing to read and no count needed; every CTA of the cluster takes this branch, so no cluster
-    // barrier is waited for.
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const int at = start + j * kStep;
-      if (at >= 0 && at <= vocab - 8) {
-        *reinterpret_cast<uint4*>(row_ptr + at) = make_uint4(0, 0, 0, 0);
-      } else if (at < vocab && at + 8 > 0) {
-        store_partial(row_ptr, at, vocab, make_uint4(0, 0, 0, 0));
-      }
-    }
-    if (rank == 0 && threadIdx.x == 0) args.loss[row * args.loss_stride] = 0.0f;
-    return;
-  }
-  const int target = static_cast<int>(target64);
-
-  // The loads: all VPT issued before any is used; a vector wholly past the row holds -inf.
-  uint4 v[VPT];
+// An ignored row: zeros over this thread's vectors, nothing read.
+template <int VPT>
+__device__ __forceinline__ void store_zeros(uint16_t* row_ptr, int start, int vocab) {
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int at = start + j * kStep;
     if (at >= 0 && at <= vocab - 8) {
-      v[j] = *reinterpret_cast<const uint4*>(row_ptr + at);
+      *reinterpret_cast<uint4*>(row_ptr + at) = make_uint4(0, 0, 0, 0);
     } else if (at < vocab && at + 8 > 0) {
-      v[j] = load_partial(row_ptr, at, vocab);
-    } else {
-      const uint32_t inf2 = kNegInfBf16 | (uint32_t{kNegInfBf16} << 16);
-      v[j] = make_uint4(inf2, inf2, inf2, inf2);
+      store_partial(row_ptr, at, vocab, make_uint4(0, 0, 0, 0));
     }
   }
+}
 
-  // The thread's max (on the packed pairs: bf16 max is exact), then its sum of exp(x - max): x - max is
-  // exact in fp32 for bf16 values of like range.
+// The thread's max (on the packed pairs: bf16 max is exact), then its sum of exp(x - max): x - max is
+// exact in fp32 for bf16 values of like range.
+template <int VPT>
+__device__ __forceinline__ Partial thread_partial(const uint4 (&v)[VPT]) {
   uint32_t m2 = v[0].x;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) m2 = hmax2(hmax2(m2, hmax2(v[j].x, v[j].y)), hmax2(v[j].z, v[j].w));
@@ -206,14 +184,107 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_ker
     for (int q = 0; q < 4; ++q)
       s += exp2_approx((lo(w[q]) - base) * kLog2e) + exp2_approx((hi(w[q]) - base) * kLog2e);
   }
+  return {m, s};
+}
+
+// What every thread of a row needs after the reduction.
+struct RowTotals {
+  float max, log_sum, bias, unit;
+};
+
+// Thread 0: the cluster's pairs merged in rank order (the same result in every CTA, on every run) and the
+// count, which the count kernel wrote (visible after griddepcontrol.wait, which returns at once after the
+// first time).
+__device__ __forceinline__ RowTotals merge_row(const Partial* slots, int cluster_size, const unsigned* count_ptr) {
+  Partial total = slots[0];
+  for (int r = 1; r < cluster_size; ++r) total = merge(total, slots[r]);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const float count = static_cast<float>(*count_ptr);
+  // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2 S) * (1 / count). log2 S is
+  // small (0 <= log2 S <= log2 V), so the exponent keeps the precision that a confident target's
+  // probability minus one needs; folding log2(count) into it would round it at the magnitude of
+  // log2 count, eight times coarser.
+  return {total.max, logf(total.sum), log2f(total.sum), 1.0f / count};
+}
+
+// The gradient from the registers, stored over them. The thread that holds the target writes the loss
+// from the target's logit in its registers and subtracts 1 / count from its element before rounding.
+template <int VPT>
+__device__ __forceinline__ void store_gradient(const uint4 (&v)[VPT], uint16_t* row_ptr, int start, int vocab,
+                                               int target, RowTotals r, float* loss) {
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int at = start + j * kStep;
+    if (at >= vocab || at + 8 <= 0) continue;
+    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+    float g[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      g[2 * q] = exp2_approx(fmaf(lo(w[q]) - r.max, kLog2e, -r.bias)) * r.unit;
+      g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - r.max, kLog2e, -r.bias)) * r.unit;
+    }
+    if (static_cast<unsigned>(target - at) < 8u) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (at + e != target) continue;
+        const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
+        *loss = (r.max - x_target) + r.log_sum;
+        g[e] -= r.unit;
+      }
+    }
+    const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
+    if (at >= 0 && at <= vocab - 8) {
+      *reinterpret_cast<uint4*>(row_ptr + at) = bits;
+    } else {
+      store_partial(row_ptr, at, vocab, bits);
+    }
+  }
+}
+
+// The vector at `at` of a row whose whole vectors are not read here: the partial end vectors element by
+// element, -inf past the row.
+__device__ __forceinline__ uint4 edge_vector(const uint16_t* row_ptr, int at, int vocab) {
+  if (at < vocab && at + 8 > 0) return load_partial(row_ptr, at, vocab);
+  const uint32_t inf2 = kNegInfBf16 | (uint32_t{kNegInfBf16} << 16);
+  return make_uint4(inf2, inf2, inf2, inf2);
+}
+
+// One row per cluster of C CTAs (C divides the grid); VPT 16-byte vectors per thread, held in registers.
+// Indices within a row are 32-bit (V < 2^28).
+template <int VPT>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_kernel(Args args) {
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int cluster_size = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t row = blockIdx.x / cluster_size;
+  const int64_t target64 = args.targets[row * args.target_stride];
+  uint16_t* row_ptr = args.logits + row * args.stride;
+  const int vocab = static_cast<int>(args.vocab);
+  const int start = thread_start<VPT>(row_ptr, rank);
+
+  if (target64 == kIgnoreIndex) {
+    // Nothing to read and no count needed; every CTA of the cluster takes this branch, so no cluster
+    // barrier is waited for.
+    store_zeros<VPT>(row_ptr, start, vocab);
+    if (rank == 0 && threadIdx.x == 0) args.loss[row * args.loss_stride] = 0.0f;
+    return;
+  }
+
+  // The loads: all VPT issued before any is used; a vector wholly past the row holds -inf.
+  uint4 v[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int at = start + j * kStep;
+    v[j] = at >= 0 && at <= vocab - 8 ? *reinterpret_cast<const uint4*>(row_ptr + at) : edge_vector(row_ptr, at, vocab);
+  }
 
   // CTA, then cluster: each CTA pushes its pair into slot `rank` of every peer, one barrier, then every
-  // CTA merges the slots in rank order (the same result everywhere, the same on every run). After the
-  // barrier no CTA touches a peer's shared memory, so none waits for the others again.
+  // CTA merges the slots in rank order. After the barrier no CTA touches a peer's shared memory, so none
+  // waits for the others again.
   __shared__ Partial warp_partials[kWarps];
   __shared__ Partial cluster_partials[kMaxCluster];
-  __shared__ float row_max, row_log_sum, row_bias, row_unit;
-  Partial p = warp_merge({m, s});
+  __shared__ RowTotals totals;
+  Partial p = warp_merge(thread_partial<VPT>(v));
   if ((threadIdx.x & 31) == 0) warp_partials[threadIdx.x >> 5] = p;
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -224,53 +295,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_ker
     }
   }
   cluster_barrier();
-  if (threadIdx.x == 0) {
-    Partial total = cluster_partials[0];
-    for (int r = 1; r < cluster_size; ++r) total = merge(total, cluster_partials[r]);
-    // The count: the first kernel's result, visible to this thread after griddepcontrol.wait.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    const float count = static_cast<float>(*args.count);
-    row_max = total.max;
-    row_log_sum = logf(total.sum);
-    // gradient = exp(x - max - log S) / count = 2^((x - max) log2 e - log2 S) * (1 / count). log2 S is
-    // small (0 <= log2 S <= log2 V), so the exponent keeps the precision that a confident target's
-    // probability minus one needs; folding log2(count) into it would round it at the magnitude of
-    // log2 count, eight times coarser.
-    row_bias = log2f(total.sum);
-    row_unit = 1.0f / count;
-  }
+  if (threadIdx.x == 0) totals = merge_row(cluster_partials, cluster_size, args.count);
   __syncthreads();
-  const float row_m = row_max, bias = row_bias, unit = row_unit;
-
-  // The gradient from the registers, stored over them. The thread that holds the target writes the loss
-  // from the target's logit in its registers and subtracts 1 / count from its element before rounding.
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int at = start + j * kStep;
-    if (at >= vocab || at + 8 <= 0) continue;
-    const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-    float g[8];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias)) * unit;
-      g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias)) * unit;
-    }
-    if (static_cast<unsigned>(target - at) < 8u) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (at + e != target) continue;
-        const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
-        args.loss[row * args.loss_stride] = (row_m - x_target) + row_log_sum;
-        g[e] -= unit;
-      }
-    }
-    const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
-    if (at >= 0 && at <= vocab - 8) {
-      *reinterpret_cast<uint4*>(row_ptr + at) = bits;
-    } else {
-      store_partial(row_ptr, at, vocab, bits);
-    }
-  }
+  store_gradient<VPT>(v, row_ptr, start, vocab, static_cast<int>(target64), totals, args.loss + row * args.loss_stride);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -288,24 +315,16 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
-// This thread's whole vectors of a row into its slots, one commit group; partial end vectors are read
-// from global memory when used (load_partial), vectors past the row hold -inf.
+// This thread's whole vectors of a row into its slots, one commit group; the partial end vectors are
+// read from global memory when used (edge_vector).
 template <int VPT>
 __device__ __forceinline__ void prefetch_row(const uint16_t* row_ptr, int start, int vocab, uint32_t slots) {
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int at = start + j * 8 * kThreads;
+    const int at = start + j * kStep;
     if (at >= 0 && at <= vocab - 8) cp_async_16(slots + j * kThreads * 16, row_ptr + at);
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// The first element of this thread's first vector of the row at row_ptr (aligned vectors that overlap
-// the row; head elements of the first lie before it).
-template <int VPT>
-__device__ __forceinline__ int thread_start(const uint16_t* row_ptr, int rank) {
-  const int head = static_cast<int>((reinterpret_cast<uintptr_t>(row_ptr) & 15) >> 1);
-  return 8 * (rank * kThreads * VPT + static_cast<int>(threadIdx.x)) - head;
 }
 
 template <int VPT>
@@ -315,13 +334,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_per
   const int rank = static_cast<int>(cluster.block_rank());
   const int rows = static_cast<int>(args.rows), clusters = static_cast<int>(gridDim.x) / cluster_size;
   const int vocab = static_cast<int>(args.vocab);
-  constexpr int kStep = 8 * kThreads;
   extern __shared__ uint4 slot_memory[];  // VPT * kThreads vectors
   const uint32_t slots = smem_u32(slot_memory) + threadIdx.x * 16;
   __shared__ Partial warp_partials[kWarps];
   __shared__ Partial cluster_partials[2][kMaxCluster];  // by row parity: a peer may push row i+1's pair
                                                         // only after this CTA has read row i's (one barrier)
-  __shared__ float row_max, row_log_sum, row_bias, row_unit;
+  __shared__ RowTotals totals;
   int parity = 0;
 
   int row = static_cast<int>(blockIdx.x) / cluster_size;
@@ -338,24 +356,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_per
     const bool prefetch_next = next < rows && next_target != kIgnoreIndex;
     uint16_t* row_ptr = args.logits + static_cast<int64_t>(row) * args.stride;
     const int start = thread_start<VPT>(row_ptr, rank);
+    float* loss = args.loss + static_cast<int64_t>(row) * args.loss_stride;
 
     if (target == kIgnoreIndex) {
       // Nothing to read; every CTA of the cluster takes this branch (same row), so no cluster barrier.
-#pragma unroll
-      for (int j = 0; j < VPT; ++j) {
-        const int at = start + j * kStep;
-        if (at >= 0 && at <= vocab - 8) {
-          *reinterpret_cast<uint4*>(row_ptr + at) = make_uint4(0, 0, 0, 0);
-        } else if (at < vocab && at + 8 > 0) {
-          store_partial(row_ptr, at, vocab, make_uint4(0, 0, 0, 0));
-        }
-      }
-      if (rank == 0 && threadIdx.x == 0) args.loss[static_cast<int64_t>(row) * args.loss_stride] = 0.0f;
+      store_zeros<VPT>(row_ptr, start, vocab);
+      if (rank == 0 && threadIdx.x == 0) *loss = 0.0f;
       if (prefetch_next) prefetch_row<VPT>(next_ptr, thread_start<VPT>(next_ptr, rank), vocab, slots);
       target = next_target;
       continue;
     }
-    const int t = static_cast<int>(target);
 
     // The row's vectors: this thread's slots (its own copies, landed), the partial ends from global memory.
     asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -363,30 +373,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_per
 #pragma unroll
     for (int j = 0; j < VPT; ++j) {
       const int at = start + j * kStep;
-      if (at >= 0 && at <= vocab - 8) {
-        v[j] = slot_memory[j * kThreads + threadIdx.x];
-      } else if (at < vocab && at + 8 > 0) {
-        v[j] = load_partial(row_ptr, at, vocab);
-      } else {
-        const uint32_t inf2 = kNegInfBf16 | (uint32_t{kNegInfBf16} << 16);
-        v[j] = make_uint4(inf2, inf2, inf2, inf2);
-      }
+      v[j] = at >= 0 && at <= vocab - 8 ? slot_memory[j * kThreads + threadIdx.x] : edge_vector(row_ptr, at, vocab);
     }
 
-    uint32_t m2 = v[0].x;
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) m2 = hmax2(hmax2(m2, hmax2(v[j].x, v[j].y)), hmax2(v[j].z, v[j].w));
-    const float m = fmaxf(lo(m2), hi(m2));
-    const float base = m == -INFINITY ? 0.0f : m;
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        s += exp2_approx((lo(w[q]) - base) * kLog2e) + exp2_approx((hi(w[q]) - base) * kLog2e);
-    }
-    Partial p = warp_merge({m, s});
+    Partial p = warp_merge(thread_partial<VPT>(v));
     // The next row's copies, into the slots this thread has read (the merge above consumed every value
     // read from them): they land while this row is reduced over the cluster and written. Warp 0 issues
     // its copies after its fence below, so that the fence never waits for them.
@@ -404,47 +394,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<VPT>) cross_entropy_per
       if (prefetch_next) prefetch_row<VPT>(next_ptr, thread_start<VPT>(next_ptr, rank), vocab, slots);
     }
     cluster_barrier();
-    if (threadIdx.x == 0) {
-      Partial total = cluster_partials[parity][0];
-      for (int r = 1; r < cluster_size; ++r) total = merge(total, cluster_partials[parity][r]);
-      asm volatile("griddepcontrol.wait;" ::: "memory");  // the count (returns at once after the first)
-      const float count = static_cast<float>(*args.count);
-      row_max = total.max;
-      row_log_sum = logf(total.sum);
-      row_bias = log2f(total.sum);
-      row_unit = 1.0f / count;
-    }
+    if (threadIdx.x == 0) totals = merge_row(cluster_partials[parity], cluster_size, args.count);
     parity ^= 1;
     __syncthreads();
-    const float row_m = row_max, bias = row_bias, unit = row_unit, log_sum = row_log_sum;
-
-#pragma unroll
-    for (int j = 0; j < VPT; ++j) {
-      const int at = start + j * kStep;
-      if (at >= vocab || at + 8 <= 0) continue;
-      const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-      float g[8];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        g[2 * q] = exp2_approx(fmaf(lo(w[q]) - row_m, kLog2e, -bias)) * unit;
-        g[2 * q + 1] = exp2_approx(fmaf(hi(w[q]) - row_m, kLog2e, -bias)) * unit;
-      }
-      if (static_cast<unsigned>(t - at) < 8u) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (at + e != t) continue;
-          const float x_target = e % 2 ? hi(w[e / 2]) : lo(w[e / 2]);
-          args.loss[static_cast<int64_t>(row) * args.loss_stride] = (row_m - x_target) + log_sum;
-          g[e] -= unit;
-        }
-      }
-      const uint4 bits = make_uint4(pack(g[0], g[1]), pack(g[2], g[3]), pack(g[4], g[5]), pack(g[6], g[7]));
-      if (at >= 0 && at <= vocab - 8) {
-        *reinterpret_cast<uint4*>(row_ptr + at) = bits;
-      } else {
-        store_partial(row_ptr, at, vocab, bits);
-      }
-    }
+    store_gradient<VPT>(v, row_ptr, start, vocab, static_cast<int>(target), totals, loss);
     target = next_target;
   }
 }
