@@ -6,8 +6,8 @@
 // time in run() (two tensor-map encodes and the launch), and beside the plainest kernel that reads the same
 // weight once (cold and warm): what any weight stream pays after the flush.
 //
-// The question it answers (tasks/quant/fp8_block_gemm/notes.md): the measured times fit about 14 us plus
-// the weight at 3.7 TB/s, and even qkv_a M64, whose 7 units per CTA all fit the ring at once, takes 18 us.
+// The question it answers (tasks/quant/fp8_block_gemm/notes.md): the measured times fit about 15.4 us plus
+// the weight at 3.8 TB/s, and even qkv_a M64, whose 7 units per CTA all fit the ring at once, takes 18 us.
 // If a warm L2 leaves the small shapes as slow, the fixed cost is in the kernel's own chain (launch,
 // barriers, the split-K reduction), not in DRAM; if the empty cooperative launch is most of it, in the
 // launch.
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(512) read_kernel(const uint4* data, int64_t n,
 
 // The empty kernel of the same launch shape: what a cooperative launch of 132 CTAs of 384 threads with
 // this much shared memory costs before any work.
-__global__ void __launch_bounds__(sm::kThreads, 1) empty_kernel(int* sink) {
+__global__ void __launch_bounds__(sm::kThreads, 1) empty_kernel(uint32_t* sink) {
   if (sink != nullptr && threadIdx.x == 0 && blockIdx.x == 0) *sink = 1;
 }
 
@@ -101,12 +101,10 @@ int main(int argc, char** argv) {
   const int64_t flush_bytes = int64_t{256} << 20;
   void* flush = nullptr;
   check(cudaMalloc(&flush, flush_bytes), "flush buffer");
-  int* sink = nullptr;
-  check(cudaMalloc(&sink, sizeof(int)), "sink");
+  uint32_t* sink = nullptr;
+  check(cudaMalloc(&sink, sizeof(uint32_t)), "sink");
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "stream");
-  // Two pairs of events: a cold call and the warm call right behind it are enqueued together, so that
-  // neither waits for the host (the 256 MiB write before the cold call keeps the GPU busy meanwhile).
   cudaEvent_t start, stop, start2, stop2;
   for (cudaEvent_t* e : {&start, &stop, &start2, &stop2}) check(cudaEventCreate(e), "event");
   const auto elapsed_us = [](cudaEvent_t from, cudaEvent_t to) {
@@ -115,8 +113,28 @@ int main(int argc, char** argv) {
     check(cudaEventElapsedTime(&ms, from, to), "elapsed");
     return 1000.0 * ms;
   };
+  // `calls` times: the 256 MiB write, then `launch` timed cold and, right behind it, warm. Both calls are
+  // enqueued before either is read, so neither waits for the host (the write keeps the GPU busy meanwhile).
+  struct ColdWarm {
+    double cold, warm;  // medians, us
+  };
+  const auto cold_and_warm = [&](const auto& launch) {
+    std::vector<double> cold, warm;
+    for (int i = 0; i < calls; ++i) {
+      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
+      check(cudaEventRecord(start, stream), "record");
+      launch();
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventRecord(start2, stream), "record");
+      launch();
+      check(cudaEventRecord(stop2, stream), "record");
+      cold.push_back(elapsed_us(start, stop));
+      warm.push_back(elapsed_us(start2, stop2));
+    }
+    return ColdWarm{median(cold), median(warm)};
+  };
 
-  // The empty cooperative kernel at the M 64 configuration's shared memory.
+  // The empty kernel at the M 64 configuration's shared memory, launched cooperatively and plainly.
   {
     constexpr int kBytes = sm::shared_bytes<64, sm::StagesFor<64>::value>();
     check(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes), "attribute");
@@ -129,24 +147,15 @@ int main(int argc, char** argv) {
     config.dynamicSmemBytes = kBytes;
     config.stream = stream;
     config.attrs = &attribute;
+    const auto launch = [&] { check(cudaLaunchKernelEx(&config, empty_kernel, sink), "empty launch"); };
     config.numAttrs = 1;
-    std::vector<double> cooperative, plain;
-    for (int i = 0; i < calls; ++i) {
-      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
-      check(cudaEventRecord(start, stream), "record");
-      check(cudaLaunchKernelEx(&config, empty_kernel, sink), "empty cooperative launch");
-      check(cudaEventRecord(stop, stream), "record");
-      cooperative.push_back(elapsed_us(start, stop));
-      config.numAttrs = 0;
-      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
-      check(cudaEventRecord(start, stream), "record");
-      check(cudaLaunchKernelEx(&config, empty_kernel, sink), "empty launch");
-      check(cudaEventRecord(stop, stream), "record");
-      plain.push_back(elapsed_us(start, stop));
-      config.numAttrs = 1;
-    }
-    std::printf("empty kernel, %d x %d threads, %d B shared: cooperative %.2f us, plain %.2f us (medians of %d)\n",
-                prop.multiProcessorCount, sm::kThreads, kBytes, median(cooperative), median(plain), calls);
+    const ColdWarm cooperative = cold_and_warm(launch);
+    config.numAttrs = 0;
+    const ColdWarm plain = cold_and_warm(launch);
+    std::printf("empty kernel, %d x %d threads, %d B shared, cold / warm: cooperative %.2f / %.2f us, plain %.2f / "
+                "%.2f us (medians of %d)\n",
+                prop.multiProcessorCount, sm::kThreads, kBytes, cooperative.cold, cooperative.warm, plain.cold,
+                plain.warm, calls);
   }
 
   std::printf("%-20s %6s %6s %6s %9s %5s %9s %9s %9s %9s %9s %11s %11s\n", "shape", "M", "N", "K", "weight MB",
@@ -170,43 +179,24 @@ int main(int argc, char** argv) {
     check(cudaMemsetAsync(workspace, 0xFF, workspace_bytes, stream), "workspace poison");
     check(cudaStreamSynchronize(stream), "fill");
 
-    std::vector<double> cold, warm, host;
-    for (int i = 0; i < calls; ++i) {
-      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
-      check(cudaEventRecord(start, stream), "record");
+    // The kernel, and the host's time in run() (its launch is asynchronous: the encodes and the launch).
+    std::vector<double> host;
+    const ColdWarm kernel = cold_and_warm([&] {
       const auto t0 = std::chrono::steady_clock::now();
       check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, workspace, workspace_bytes, stream), s.name);
       host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventRecord(start2, stream), "record");
-      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, workspace, workspace_bytes, stream), s.name);
-      check(cudaEventRecord(stop2, stream), "record");
-      cold.push_back(elapsed_us(start, stop));
-      warm.push_back(elapsed_us(start2, stop2));
-    }
-    // The plain read of the same weight, cold then warm, 4 CTAs of 512 threads per SM.
-    std::vector<double> read_cold, read_warm;
+    });
+    // The plain read of the same weight, 4 CTAs of 512 threads per SM.
     const int64_t vectors = int64_t{s.n} * s.k / 16;
     const unsigned read_grid = static_cast<unsigned>(4 * prop.multiProcessorCount);
-    for (int i = 0; i < calls; ++i) {
-      check(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream), "flush");
-      check(cudaEventRecord(start, stream), "record");
-      read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors,
-                                                 reinterpret_cast<uint32_t*>(sink));
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventRecord(start2, stream), "record");
-      read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors,
-                                                 reinterpret_cast<uint32_t*>(sink));
-      check(cudaEventRecord(stop2, stream), "record");
-      read_cold.push_back(elapsed_us(start, stop));
-      read_warm.push_back(elapsed_us(start2, stop2));
-    }
+    const ColdWarm read = cold_and_warm(
+        [&] { read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors, sink); });
     check(cudaGetLastError(), "read kernel");
     const auto plan = sm::plan_for(s.n, s.k);
-    const double weight_mb = double(s.n) * s.k / 1e6, cold_us = median(cold);
+    const double weight_mb = double(s.n) * s.k / 1e6;
     std::printf("%-20s %6d %6d %6d %9.1f %5d %9.1f %9.2f %9.0f %9.2f %9.2f %11.2f %11.2f\n", s.name, s.m, s.n, s.k,
-                weight_mb, plan.grid, double(plan.units) / plan.grid, cold_us, weight_mb * 1e3 / cold_us, median(warm),
-                median(host), median(read_cold), median(read_warm));
+                weight_mb, plan.grid, double(plan.units) / plan.grid, kernel.cold, weight_mb * 1e3 / kernel.cold,
+                kernel.warm, median(host), read.cold, read.warm);
     for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(sa), static_cast<void*>(sb), c,
                     workspace})
       check(cudaFree(p), "free");

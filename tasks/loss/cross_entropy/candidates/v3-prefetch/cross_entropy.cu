@@ -453,20 +453,27 @@ const d2k_tensor* find(const d2k_tensor* list, int32_t count, const char* name) 
   return nullptr;
 }
 
+cudaLaunchAttribute cluster_attribute(unsigned cluster) {
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // Launches the main kernel as the count kernel's programmatic dependent, in clusters of `cluster` CTAs.
 template <typename Kernel>
 cudaError_t launch_dependent(Kernel kernel, const Args& args, unsigned blocks, unsigned threads, unsigned cluster,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, size_t dynamic_smem = 0) {
   cudaLaunchAttribute attributes[2];
   attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = cluster;
-  attributes[1].val.clusterDim.y = 1;
-  attributes[1].val.clusterDim.z = 1;
+  attributes[1] = cluster_attribute(cluster);
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = dynamic_smem;
   config.stream = stream;
   config.attrs = attributes;
   config.numAttrs = cluster > 1 ? 2 : 1;
@@ -504,11 +511,7 @@ cudaError_t launch_persistent(const Args& args, int cluster, cudaStream_t stream
   cudaError_t error = cudaGetDevice(&device);
   if (error != cudaSuccess) return error;
   if (device != cached_device || cluster != cached_cluster) {
-    cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
+    cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(cluster));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(cluster));
     config.blockDim = dim3(kThreads);
@@ -524,21 +527,8 @@ cudaError_t launch_persistent(const Args& args, int cluster, cudaStream_t stream
   }
   if (fitting < 1) return launch_vpt<VPT>(args, cluster, stream);
   const int64_t clusters = std::min<int64_t>(args.rows, fitting);
-  cudaLaunchAttribute attributes[2];
-  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[0].val.programmaticStreamSerializationAllowed = 1;
-  attributes[1].id = cudaLaunchAttributeClusterDimension;
-  attributes[1].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attributes[1].val.clusterDim.y = 1;
-  attributes[1].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(clusters * cluster));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSlotBytes;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, cross_entropy_persistent<VPT>, args);
+  return launch_dependent(cross_entropy_persistent<VPT>, args, static_cast<unsigned>(clusters * cluster), kThreads,
+                          static_cast<unsigned>(cluster), stream, kSlotBytes);
 }
 
 }  // namespace
