@@ -14,14 +14,27 @@
 //
 // Built only on request (`cmake --build build --target d2k-fp8-smallm-probe`; scripts/gpu-pack packs it):
 // it needs the CUTLASS headers that setup installs and an sm_90a GPU to run.
-//   .gpu/d2k-fp8-smallm-probe [calls per shape, default 30]
+//   .gpu/d2k-fp8-smallm-probe [calls per shape, default 30] [CSV of every CTA's stamps]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
+
+// The kernel's own timestamps (smallm_kernel.cuh's Stamp events) in one traced call per shape: the global
+// timer (ns, one clock for every SM) and the SM's cycle counter, per CTA.
+constexpr int kMaxTracedCtas = 1024, kMaxStamps = 16;
+__device__ unsigned long long g_stamps[kMaxTracedCtas][kMaxStamps][2];
+__device__ __forceinline__ void probe_stamp(int event) {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  g_stamps[blockIdx.x][event][0] = ns;
+  g_stamps[blockIdx.x][event][1] = clock64();
+}
+#define FP8_SMALLM_STAMP(event) probe_stamp(event)
 
 #include "smallm_kernel.cuh"
 
@@ -72,6 +85,11 @@ __global__ void __launch_bounds__(512) read_kernel(const uint4* data, int64_t n,
 __global__ void __launch_bounds__(sm::kThreads, 1) empty_kernel(uint32_t* sink) {
   if (sink != nullptr && threadIdx.x == 0 && blockIdx.x == 0) *sink = 1;
 }
+
+static_assert(sm::kStampCount <= kMaxStamps);
+constexpr const char* kStampNames[] = {"entry",      "init",       "first issue",   "last issue", "first full",
+                                       "stream end", "staged",     "cluster ready", "reduced",    "exit"};
+static_assert(sizeof(kStampNames) / sizeof(kStampNames[0]) == sm::kStampCount);
 
 struct Shape {
   const char* name;
@@ -158,32 +176,97 @@ int main(int argc, char** argv) {
                 plain.warm, calls);
   }
 
-  std::printf("%-20s %6s %6s %6s %9s %5s %9s %9s %9s %9s %9s %11s %11s\n", "shape", "M", "N", "K", "weight MB",
-              "grid", "units/CTA", "cold us", "cold GB/s", "warm us", "host us", "read cold", "read warm");
+  // One cold call with the stamps on: per event, the median and the latest CTA, in us since the earliest
+  // CTA's entry, and the call's event time beside them (the launch before the first CTA is the difference).
+  // With a second argument, every CTA's stamps also go to that CSV file (shape, cta, then one column per event).
+  FILE* csv = argc > 2 ? std::fopen(argv[2], "w") : nullptr;
+  if (csv != nullptr) {
+    std::fprintf(csv, "shape,m,n,k,cta");
+    for (const char* event : kStampNames) std::fprintf(csv, ",%s", event);
+    std::fprintf(csv, "\n");
+  }
+  void* stamps = nullptr;
+  check(cudaGetSymbolAddress(&stamps, g_stamps), "stamps");
+  const auto trace = [&](const Shape& shape, const auto& launch) {
+    std::vector<unsigned long long> host(kMaxTracedCtas * kMaxStamps * 2);
+    check(cudaMemsetAsync(stamps, 0, host.size() * sizeof(unsigned long long), stream), "stamps clear");
+    check(cudaMemsetAsync(flush, 0x5A, flush_bytes, stream), "flush");
+    check(cudaEventRecord(start, stream), "record");
+    launch();
+    check(cudaEventRecord(stop, stream), "record");
+    const double call = elapsed_us(start, stop);
+    check(cudaMemcpy(host.data(), stamps, host.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), "stamps");
+    const auto at = [&](int cta, int event, int which) { return host[(size_t(cta) * kMaxStamps + event) * 2 + which]; };
+    int ctas = 0;
+    unsigned long long origin = ~0ull;
+    for (int cta = 0; cta < kMaxTracedCtas && at(cta, sm::kEntry, 0) != 0; ++cta, ++ctas)
+      origin = std::min(origin, at(cta, sm::kEntry, 0));
+    if (csv != nullptr)
+      for (int cta = 0; cta < ctas; ++cta) {
+        std::fprintf(csv, "%s,%d,%d,%d,%d", shape.name, shape.m, shape.n, shape.k, cta);
+        for (int event = 0; event < sm::kStampCount; ++event)
+          at(cta, event, 0) != 0 ? std::fprintf(csv, ",%.3f", (at(cta, event, 0) - origin) / 1e3) : std::fprintf(csv, ",");
+        std::fprintf(csv, "\n");
+      }
+    std::string line = std::string(shape.name) + " N" + std::to_string(shape.n) + ": call " + std::to_string(call).substr(0, 5) + " us, " + std::to_string(ctas) + " CTAs;";
+    for (int event = 0; event < sm::kStampCount; ++event) {
+      std::vector<double> since;
+      for (int cta = 0; cta < ctas; ++cta)
+        if (at(cta, event, 0) != 0) since.push_back((at(cta, event, 0) - origin) / 1e3);
+      char cell[96];
+      if (since.empty()) std::snprintf(cell, sizeof(cell), " %s -;", kStampNames[event]);
+      else std::snprintf(cell, sizeof(cell), " %s %.2f/%.2f;", kStampNames[event], median(since), *std::max_element(since.begin(), since.end()));
+      line += cell;
+    }
+    // The global timer's step (the smallest nonzero gap between stamps) and, by the SM's own cycles, the
+    // median CTA's entry-to-exit (a check on the timer's resolution).
+    std::vector<unsigned long long> all;
+    std::vector<double> cycles;
+    for (int cta = 0; cta < ctas; ++cta) {
+      for (int event = 0; event < sm::kStampCount; ++event)
+        if (at(cta, event, 0) != 0) all.push_back(at(cta, event, 0));
+      cycles.push_back(double(at(cta, sm::kExit, 1) - at(cta, sm::kEntry, 1)));
+    }
+    std::sort(all.begin(), all.end());
+    unsigned long long step = ~0ull;
+    for (size_t i = 1; i < all.size(); ++i)
+      if (all[i] != all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
+    char tail[96];
+    std::snprintf(tail, sizeof(tail), " timer step %llu ns; entry-exit %.0f cycles (median)", step, median(cycles));
+    return line + tail;
+  };
+  std::vector<std::string> traces;
+
+  // The clusters of each size the device runs at once (the plan's bound on Q), for M 64's kernel.
+  sm::plan_for(64, 128, 128);
+  const int* resident = sm::resident_clusters<64>();
+  std::printf("clusters of C CTAs resident at once (M 64):");
+  for (int c = 1; c <= sm::kMaxCluster; ++c) std::printf(" %d:%d", c, resident == nullptr ? -1 : resident[c]);
+  std::printf("\n");
+
+  std::printf("%-20s %6s %6s %6s %9s %5s %3s %9s %9s %9s %9s %9s %11s %11s\n", "shape", "M", "N", "K", "weight MB",
+              "grid", "C", "units/CTA", "cold us", "cold GB/s", "warm us", "host us", "read cold", "read warm");
   for (const Shape& s : shapes) {
     const int kb = s.k / sm::kKBlock, slabs = (s.n + sm::kSlab - 1) / sm::kSlab, sa_ld = (s.m + 3) / 4 * 4;
     uint8_t *a = nullptr, *b = nullptr;
     float *sa = nullptr, *sb = nullptr;
-    void *c = nullptr, *workspace = nullptr;
-    const size_t workspace_bytes = sm::workspace_size(s.m, s.n, s.k);
+    void* c = nullptr;
     check(cudaMalloc(&a, size_t(s.m) * s.k), "a");
     check(cudaMalloc(&b, size_t(s.n) * s.k), "b");
     check(cudaMalloc(&sa, sizeof(float) * sa_ld * kb), "sa");
     check(cudaMalloc(&sb, sizeof(float) * slabs * kb), "sb");
     check(cudaMalloc(&c, size_t(s.m) * s.n * 2), "c");
-    check(cudaMalloc(&workspace, workspace_bytes), "workspace");
     fill_fp8<<<264, 256, 0, stream>>>(a, int64_t{s.m} * s.k, 1);
     fill_fp8<<<264, 256, 0, stream>>>(b, int64_t{s.n} * s.k, 2);
     fill_scales<<<64, 256, 0, stream>>>(sa, int64_t{sa_ld} * kb);
     fill_scales<<<64, 256, 0, stream>>>(sb, int64_t{slabs} * kb);
-    check(cudaMemsetAsync(workspace, 0xFF, workspace_bytes, stream), "workspace poison");
     check(cudaStreamSynchronize(stream), "fill");
 
     // The kernel, and the host's time in run() (its launch is asynchronous: the encodes and the launch).
     std::vector<double> host;
     const ColdWarm kernel = cold_and_warm([&] {
       const auto t0 = std::chrono::steady_clock::now();
-      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, workspace, workspace_bytes, stream), s.name);
+      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, stream), s.name);
       host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     });
     // The plain read of the same weight, 4 CTAs of 512 threads per SM.
@@ -192,14 +275,20 @@ int main(int argc, char** argv) {
     const ColdWarm read = cold_and_warm(
         [&] { read_kernel<<<read_grid, 512, 0, stream>>>(reinterpret_cast<const uint4*>(b), vectors, sink); });
     check(cudaGetLastError(), "read kernel");
-    const auto plan = sm::plan_for(s.n, s.k);
+    const auto plan = sm::plan_for(s.m, s.n, s.k);
+    const int rounds = (plan.slabs + plan.clusters - 1) / plan.clusters;
     const double weight_mb = double(s.n) * s.k / 1e6;
-    std::printf("%-20s %6d %6d %6d %9.1f %5d %9.1f %9.2f %9.0f %9.2f %9.2f %11.2f %11.2f\n", s.name, s.m, s.n, s.k,
-                weight_mb, plan.grid, double(plan.units) / plan.grid, kernel.cold, weight_mb * 1e3 / kernel.cold,
+    std::printf("%-20s %6d %6d %6d %9.1f %5d %3d %9d %9.2f %9.0f %9.2f %9.2f %11.2f %11.2f\n", s.name, s.m, s.n, s.k,
+                weight_mb, plan.grid, plan.cluster, rounds * ((plan.kb + plan.cluster - 1) / plan.cluster), kernel.cold, weight_mb * 1e3 / kernel.cold,
                 kernel.warm, median(host), read.cold, read.warm);
-    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(sa), static_cast<void*>(sb), c,
-                    workspace})
+    traces.push_back(trace(s, [&] {
+      check(sm::run(a, sa, b, sb, c, s.m, s.n, s.k, sa_ld, stream), s.name);
+    }));
+    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(sa), static_cast<void*>(sb), c})
       check(cudaFree(p), "free");
   }
+  std::printf("\nstamps of one cold call, us since the first CTA's entry (median/latest CTA):\n");
+  for (const std::string& line : traces) std::printf("%s\n", line.c_str());
+  if (csv != nullptr) std::fclose(csv);
   return 0;
 }

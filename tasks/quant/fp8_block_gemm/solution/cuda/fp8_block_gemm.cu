@@ -5,7 +5,7 @@
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
 // output tiles are too few for 132 SMs unless K is split. For M <= 64 and a weight of at most 16 MiB,
-// smallm_kernel.cuh's stream (the K loop split over every SM, one launch, no fix-up wait); for larger
+// smallm_kernel.cuh's stream (the K loop split across the CTAs of a cluster, reduced in its shared memory); for larger
 // small-M weights, and as the stream's fallback, CUTLASS's stream-K kernel (gemm_kernels.cuh's SmallM).
 // Large M is compute bound: 128 x 128 tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs
 // (gemm_kernels.cuh's LargeM). This file checks the call, picks the kernel and runs it.
@@ -215,7 +215,7 @@ auto dispatch(const Problem& p, F&& f) {
 }
 
 // M <= 64 with a weight of at most 16 MiB runs smallm_kernel.cuh's weight stream; larger weights, and
-// operands the stream refuses (pointers not 16-byte aligned, a grid that cannot be resident at once), the
+// operands the stream refuses (pointers not 16-byte aligned, no cluster plan the device launches), the
 // CUTLASS stream-K kernel (SmallM). Measured on the H200 (notes.md, 2026-12-03): the stream has the smaller
 // fixed cost and the lower rate per byte (DRAM at 32% of peak on q_b M 64), so it wins where the weight
 // is small (qkv_a 15 MB at M 64: 18.1 us against 21.6; 1 MB at M 3: 9.6 against 30.1) and loses from
@@ -235,7 +235,6 @@ extern "C" int d2k_workspace_size(const d2k_call* call, size_t* bytes) {
   Problem p;
   if (read_problem(call, &p) != 0) return 1;
   *bytes = dispatch(p, [&](auto kernel) { return workspace_of<decltype(kernel)>(p); });
-  if (stream_path(p)) *bytes = std::max(*bytes, fp8_block_gemm::smallm::workspace_size(p.m, p.n, p.k));
   return 0;
 }
 
@@ -244,13 +243,12 @@ extern "C" int d2k_run(const d2k_call* call) {
   if (read_problem(call, &p) != 0) return 1;
   if (p.m == 0) return 0;
   if (stream_supported(p)) {
-    const cudaError_t error =
-        fp8_block_gemm::smallm::run(p.a, p.sa, p.b, p.sb, p.c, p.m, p.n, p.k, p.sa_ld, call->workspace,
-                                    call->workspace_bytes, static_cast<cudaStream_t>(call->stream));
+    const cudaError_t error = fp8_block_gemm::smallm::run(p.a, p.sa, p.b, p.sb, p.c, p.m, p.n, p.k, p.sa_ld,
+                                                          static_cast<cudaStream_t>(call->stream));
     if (error == cudaSuccess) return 0;
-    // Refused before launching (the grid does not fit at once, a tensor map TMA does not take): the
+    // Refused before launching (no cluster plan fits the device, a tensor map TMA does not take): the
     // CUTLASS path. A launch that failed is an error.
-    if (error != cudaErrorCooperativeLaunchTooLarge && error != cudaErrorInvalidValue)
+    if (error != cudaErrorInvalidValue)
       return fail(call, "quant/fp8_block_gemm: the small-M kernel failed to launch: %s", cudaGetErrorString(error));
     cudaGetLastError();
     static bool said = false;  // once per process: the trace's log says which path ran

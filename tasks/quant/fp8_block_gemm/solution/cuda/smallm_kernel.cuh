@@ -3,7 +3,7 @@
 // C^T = B A^T per 128-wide K block: the weight is wgmma's A operand (64 output channels per consumer
 // warpgroup), the tokens its B operand (N = M padded to 8, 16, 32 or 64; TMA zero-fills the rows past M
 // and cp.async the scales past M, so padding contributes exact zeros). Work is divided as smallm_plan.cuh
-// says: G = min(SMs, ceil(units / 4)) CTAs, each a contiguous range of (128-channel slab, K block) units.
+// says: Q clusters of C CTAs, a run of slabs to each cluster, 1/C of every slab's K blocks to each CTA.
 //
 // A CTA (384 threads, one per SM):
 // - warpgroup 0: one thread issues, per unit, a TMA of the weight's 128 x 128 box (EVICT_FIRST: read
@@ -15,39 +15,58 @@
 // - warpgroups 1 and 2: 64 channels each. Per unit, four wgmma m64nMpadk32 over the block's 128 K (the
 //   first one zeroes the accumulator), wait, then the promotion sum += acc * sa[m, kb] * sb[slab, kb] in
 //   fp32: DeepSeek-V3's per-block rule.
-// - At the end of a segment (the part of one slab in the CTA's range) the sum goes through shared memory,
-//   transposed to [token][channel], and out: bf16 rows of C when the CTA holds the whole slab, else an fp32
-//   partial into the workspace and the partial slot's flag raised.
-// - When its whole range is streamed, the CTA reduces its share of each shared slab it touched: it waits
-//   for the flags of the slab's c contributors, sums its 1/c of the slab's outputs over the c partials in
-//   contributor order (deterministic) and writes bf16. Every CTA raises all its flags before it waits on
-//   any, and the launch is cooperative (all CTAs resident), so no wait can hold up a contributor.
+// - At the end of a slab's K share the sum goes to shared memory ([token][channel]) and every consumer
+//   warp arrives on the `ready` barrier of each CTA of the cluster. Once its own `ready` completes (the C
+//   partials of the slab are all staged), a CTA sums its 1/C of the slab's outputs over the C staging
+//   tiles, read through distributed shared memory in rank order (deterministic), rounds once to bf16 and
+//   stores; then arrives on every CTA's `freed` barrier. A staging tile is rewritten (the next slab), and
+//   a CTA exits, only once its `freed` completes: no CTA reads shared memory that has moved on or gone.
 //
-// Flags instead of counters: each partial slot has a 32-bit flag in the workspace, set (release) to the
-// call's epoch once the partial is written; a reducer waits (acquire) until its slab's c flags hold the
-// epoch. The host gives every call a new epoch (never 0xFFFFFFFF, the harness's poison), so a flag left by
-// an earlier call or the poison never counts, and nothing is cleared before a call or reset after it. No
-// atomics: a slab's contributors never contend on one word.
+// Compared with partials in global memory behind flags (the kernel's first form, notes.md), the slab's
+// reduction never leaves the SMs: no 32 KB fp32 store and fence per CTA, no flag polled across the GPU,
+// and no cooperative launch, since no CTA ever waits on one outside its cluster.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cute/arch/cluster_sm90.hpp>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/arch/mma_sm90_desc.hpp>
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include <atomic>
 #include <cstdint>
 #include <utility>
 
 #include "smallm_plan.cuh"
 
+// Where a call's time goes, for tools/fp8_smallm_probe.cu: it defines FP8_SMALLM_STAMP(event) before
+// including this header (a timestamp of this CTA at one of the Stamp events); the solution compiles it away.
+#ifndef FP8_SMALLM_STAMP
+#define FP8_SMALLM_STAMP(event) ((void)0)
+#endif
+
 namespace fp8_block_gemm {
 namespace smallm {
+
+// The events FP8_SMALLM_STAMP marks, in a CTA's order. Those a CTA passes more than once (a segment's
+// end, a reduction) keep the last.
+enum Stamp {
+  kEntry,        // thread 0, before the barriers' initialization
+  kInitDone,     // the first consumer thread, after the block's __syncthreads
+  kFirstIssue,   // the producer, its first unit's loads issued
+  kLastIssue,    // the producer, its last unit's loads issued
+  kFirstFull,    // the first consumer thread, its first unit landed
+  kStreamEnd,    // ... a segment's last unit promoted
+  kStaged,       // ... the slab's partial sum in shared memory, the cluster told
+  kClusterReady, // ... every partial of the slab in the cluster staged
+  kReduced,      // ... its share of the slab written
+  kExit,         // ... done
+  kStampCount
+};
 
 constexpr int kThreads = 384;          // a producer warpgroup and two consumer warpgroups
 constexpr int kConsumerThreads = 256;
@@ -65,11 +84,13 @@ template <int kN, int kStages>
 struct alignas(1024) Shared {
   uint8_t weight[kStages][kWeightBoxBytes];  // 128 channels x 128 bytes of K, 128-byte swizzle
   uint8_t tokens[kStages][kN * kKBlock];     // kN tokens x 128 bytes of K (a multiple of 1024 bytes)
-  float staging[kN * kStagingStride];        // a segment's sum, [token][channel]
+  float staging[kN * kStagingStride];        // a slab's partial sum, [token][channel]
   float sa[kStages][kN];                     // the unit's token scales (16-byte chunks by cp.async)
   float sb[kStages][4];                      // the unit's weight scale in [0]
   uint64_t full[kStages];
   uint64_t empty[kStages];
+  uint64_t ready;  // the cluster's partials of the current slab are staged (C x 8 warp arrivals)
+  uint64_t freed;  // the cluster has read this CTA's staging tile (C x 8 warp arrivals)
 };
 
 template <int kN, int kStages>
@@ -93,11 +114,8 @@ struct Params {
   const float* sa;         // [KB][sa_ld], token contiguous
   const float* sb;         // [slabs][KB]
   __nv_bfloat16* c;        // [M][N]
-  uint32_t* flags;         // one per partial slot (2 G)
-  float* partials;         // 2 G slots of M x 128
   int m, n, sa_ld;
   Plan plan;
-  uint32_t epoch;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -171,6 +189,37 @@ __device__ __forceinline__ void arrive_barrier(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
+// The same barrier in CTA `rank` of the cluster, by its shared::cluster address; a relaxed arrival that
+// orders nothing by itself (release_to_cluster() before it makes it a release).
+__device__ __forceinline__ void arrive_cluster_barrier(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// A fence that makes the arrivals after it releases at cluster scope: the calling thread's writes before
+// it (and those of its warp, after a __syncwarp) are visible to whoever acquires those barriers. One
+// MEMBAR.GPU, which also waits for the thread's global stores in flight, for all C arrivals.
+__device__ __forceinline__ void release_to_cluster() { asm volatile("fence.acq_rel.cluster;\n" ::: "memory"); }
+// Wait (acquire at cluster scope: the other CTAs' writes released by their arrivals are visible after it).
+__device__ __forceinline__ void wait_cluster_barrier(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "WAIT_CLUSTER:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT_CLUSTER;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// A generic pointer to `p`'s counterpart in the shared memory of CTA `rank` of the cluster.
+template <class T>
+__device__ __forceinline__ const T* cluster_pointer(const T* p, uint32_t rank) {
+  uint64_t remote;
+  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(remote) : "l"(p), "r"(rank));
+  return reinterpret_cast<const T*>(remote);
+}
+
 __device__ __forceinline__ void named_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNamedBarrier), "n"(kConsumerThreads) : "memory");
 }
@@ -189,110 +238,81 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Where a CTA works: its cluster's slabs [s0, s1) and, of each, the K blocks [k0, k1).
+
+struct Range {
+  int rank;    // in the cluster
+  int s0, s1;  // slabs
+  int k0, k1;  // K blocks of each slab
+};
+
+__device__ __forceinline__ Range range_of(const Plan& p) {
+  const int q = static_cast<int>(blockIdx.x) / p.cluster, r = static_cast<int>(blockIdx.x) % p.cluster;
+  return {r, slab_begin(p, q), slab_begin(p, q + 1), k_begin(p, r), k_begin(p, r + 1)};
+}
+
+// ---------------------------------------------------------------------------------------------------
 // The producer: one thread.
 
 template <int kN, int kStages>
-__device__ __forceinline__ void produce(const Params& p, Shared<kN, kStages>& sm, int u0, int u1) {
+__device__ __forceinline__ void produce(const Params& p, Shared<kN, kStages>& sm, const Range& range) {
   constexpr uint32_t kTx = kWeightBoxBytes + kN * kKBlock;
-  const int kb_count = p.plan.kb;
   int stage = 0;
   uint32_t phase = 0;
-  int s = u0 / kb_count, kb = u0 - s * kb_count;
-  for (int u = u0; u < u1; ++u) {
-    wait_barrier(&sm.empty[stage], phase ^ 1);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&sm.full[stage], kTx);
-    cute::SM90_TMA_LOAD_2D::copy(&p.weight_map, &sm.full[stage], kEvictFirst, sm.weight[stage], kb * kKBlock,
-                                 s * kSlab);
-    cute::SM90_TMA_LOAD_2D::copy(&p.token_map, &sm.full[stage], kEvictNormal, sm.tokens[stage], kb * kKBlock, 0);
-    const float* column = p.sa + static_cast<int64_t>(kb) * p.sa_ld;
+  for (int s = range.s0; s < range.s1; ++s) {
+    for (int kb = range.k0; kb < range.k1; ++kb) {
+      wait_barrier(&sm.empty[stage], phase ^ 1);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&sm.full[stage], kTx);
+      cute::SM90_TMA_LOAD_2D::copy(&p.weight_map, &sm.full[stage], kEvictFirst, sm.weight[stage], kb * kKBlock,
+                                   s * kSlab);
+      cute::SM90_TMA_LOAD_2D::copy(&p.token_map, &sm.full[stage], kEvictNormal, sm.tokens[stage], kb * kKBlock, 0);
+      const float* column = p.sa + static_cast<int64_t>(kb) * p.sa_ld;
 #pragma unroll
-    for (int c = 0; c < kN / 4; ++c) {
-      const int left = p.m - 4 * c;
-      const int bytes = left <= 0 ? 0 : (left >= 4 ? 16 : 4 * left);
-      cp_async_16(smem_u32(&sm.sa[stage][4 * c]), bytes > 0 ? column + 4 * c : column, bytes);
+      for (int c = 0; c < kN / 4; ++c) {
+        const int left = p.m - 4 * c;
+        const int bytes = left <= 0 ? 0 : (left >= 4 ? 16 : 4 * left);
+        cp_async_16(smem_u32(&sm.sa[stage][4 * c]), bytes > 0 ? column + 4 * c : column, bytes);
+      }
+      cp_async_4(smem_u32(&sm.sb[stage][0]), p.sb + static_cast<int64_t>(s) * p.plan.kb + kb);
+      cp_async_arrive(&sm.full[stage]);
+      if (s == range.s0 && kb == range.k0) FP8_SMALLM_STAMP(kFirstIssue);
+      if (++stage == kStages) stage = 0, phase ^= 1;
     }
-    cp_async_4(smem_u32(&sm.sb[stage][0]), p.sb + static_cast<int64_t>(s) * kb_count + kb);
-    cp_async_arrive(&sm.full[stage]);
-    if (++stage == kStages) stage = 0, phase ^= 1;
-    if (++kb == kb_count) kb = 0, ++s;
   }
+  FP8_SMALLM_STAMP(kLastIssue);
   cp_async_wait_all();
-}
-
-// Consumer thread t (0..255) of CTA `cta` reduces its share of slab s's outputs, once every contributor
-// of the slab has arrived: its 1/c of the slab's M x 128 outputs, summed over the c partials in contributor
-// order, rounded once to bf16.
-__device__ __forceinline__ void reduce_share(const Params& p, int cta, int s, int t) {
-  const Contributors who = contributors(p.plan, s);
-  if (who.count == 1) return;  // a whole slab: written at the end of its segment
-  // Contributor q's slot: the first contributor's may be its head or its tail slot; every later one
-  // starts its range inside slab s, so s is its head.
-  const int slot0 = partial_slot(p.plan, who.first, s);
-  if (t < 32) {  // one warp waits for the c flags, a lane for every 32nd
-    for (int q = t; q < who.count; q += 32) {
-      const uint32_t* flag = p.flags + (q == 0 ? slot0 : 2 * (who.first + q));
-      while (load_acquire(flag) != p.epoch) __nanosleep(32);
-    }
-    __syncwarp();
-    __threadfence();
-  }
-  named_sync();
-  const int j = cta - who.first;
-  const int begin = share_begin(j, who.count, p.m), end = share_begin(j + 1, who.count, p.m);
-  const int n0 = s * kSlab;
-  const int64_t stride = slot_floats(p.m) / 4;  // float4s per slot
-  const float4* base = reinterpret_cast<const float4*>(p.partials);
-  for (int f = begin + t; f < end; f += kConsumerThreads) {
-    float4 total = __ldcg(base + static_cast<int64_t>(slot0) * stride + f);
-    for (int q = 1; q < who.count; ++q) {
-      const float4 v = __ldcg(base + static_cast<int64_t>(2 * (who.first + q)) * stride + f);
-      total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
-    }
-    const int m = f / (kSlab / 4), c4 = (f % (kSlab / 4)) * 4;
-    if (n0 + c4 < p.n)
-      *reinterpret_cast<uint2*>(p.c + static_cast<int64_t>(m) * p.n + n0 + c4) =
-          make_uint2(pack_bf16(total.x, total.y), pack_bf16(total.z, total.w));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
 // The consumers: 256 threads, `t` 0..255; warpgroup t / 128 owns channels 64 (t / 128) .. + 63 of a slab.
 
 template <int kN, int kStages>
-__device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm, int cta, int u0, int u1, int t) {
+__device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm, const Range& range, int t) {
   constexpr int kV = kN / 2;  // accumulator values per thread
   const int wg = t / 128, wt = t % 128, lane = t % 32;
-  const int kb_count = p.plan.kb;
+  const int cluster = p.plan.cluster;
   const uint32_t weight_base = smem_u32(&sm.weight[0][0]) + wg * 64 * kKBlock;
   const uint32_t token_base = smem_u32(&sm.tokens[0][0]);
-  const int first_slab = u0 / kb_count, last_slab = (u1 - 1) / kb_count;
+  // This CTA's share of a slab's outputs, in float4s of its M x 128 tile.
+  const int share0 = share_begin(range.rank, cluster, p.m), share1 = share_begin(range.rank + 1, cluster, p.m);
 
   float acc[kV], sum[kV];
   int stage = 0;
   uint32_t phase = 0;
-  for (int s = first_slab; s <= last_slab; ++s) {
-    const int k0 = (u0 > s * kb_count ? u0 : s * kb_count) - s * kb_count;
-    const int k1 = (u1 < (s + 1) * kb_count ? u1 : (s + 1) * kb_count) - s * kb_count;
+  for (int s = range.s0; s < range.s1; ++s) {
+    const uint32_t round = static_cast<uint32_t>(s - range.s0);
 #pragma unroll
     for (int i = 0; i < kV; ++i) sum[i] = 0.0f;
 
-    for (int kb = k0; kb < k1; ++kb) {
+    for (int kb = range.k0; kb < range.k1; ++kb) {
       wait_barrier(&sm.full[stage], phase);
+      if (t == 0 && s == range.s0 && kb == range.k0) FP8_SMALLM_STAMP(kFirstFull);
       const uint64_t da = operand_desc(weight_base + stage * kWeightBoxBytes);
       const uint64_t db = operand_desc(token_base + stage * (kN * kKBlock));
 #pragma unroll
@@ -320,46 +340,46 @@ __device__ __forceinline__ void consume(const Params& p, Shared<kN, kStages>& sm
       for (int i = 0; i < kV; ++i) sum[i] = fmaf(acc[i], scale[2 * (i / 4) + i % 2], sum[i]);
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
+    if (t == 0) FP8_SMALLM_STAMP(kStreamEnd);
 
-    // The segment's sum to shared memory, [token][channel].
+    // The partial sum into the staging tile, [token][channel], once the cluster has read the last slab's.
+    if (round > 0) wait_cluster_barrier(&sm.freed, (round - 1) & 1);
 #pragma unroll
     for (int i = 0; i < kV; ++i)
       sm.staging[fragment_col(wt, i) * kStagingStride + wg * 64 + fragment_row(wt, i)] = sum[i];
-    named_sync();
-    const Contributors who = contributors(p.plan, s);
-    const int n0 = s * kSlab;
-    if (who.count == 1) {
-      // The whole slab: bf16, 8 channels (16 bytes) a store.
-      for (int idx = t; idx < p.m * (kSlab / 8); idx += kConsumerThreads) {
-        const int m = idx / (kSlab / 8), c8 = (idx % (kSlab / 8)) * 8;
-        if (n0 + c8 < p.n) {
-          const float4 x = *reinterpret_cast<const float4*>(&sm.staging[m * kStagingStride + c8]);
-          const float4 y = *reinterpret_cast<const float4*>(&sm.staging[m * kStagingStride + c8 + 4]);
-          const uint4 v = make_uint4(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w), pack_bf16(y.x, y.y), pack_bf16(y.z, y.w));
-          *reinterpret_cast<uint4*>(p.c + static_cast<int64_t>(m) * p.n + n0 + c8) = v;
-        }
-      }
-      named_sync();  // the staging tile is read before the next segment writes it
-    } else {
-      // A partial slab: fp32 into this CTA's slot, then the slot's flag.
-      const int slot_index = partial_slot(p.plan, cta, s);
-      float4* slot = reinterpret_cast<float4*>(p.partials + static_cast<int64_t>(slot_index) * slot_floats(p.m));
-      for (int f = t; f < p.m * (kSlab / 4); f += kConsumerThreads) {
-        const int m = f / (kSlab / 4), c4 = (f % (kSlab / 4)) * 4;
-        __stcg(slot + f, *reinterpret_cast<const float4*>(&sm.staging[m * kStagingStride + c4]));
-      }
-      __threadfence();
-      named_sync();
-      if (t == 0) {
-        __threadfence();
-        store_release(p.flags + slot_index, p.epoch);
-      }
+    __syncwarp();
+    if (lane == 0) {
+      release_to_cluster();
+      for (int r = 0; r < cluster; ++r) arrive_cluster_barrier(&sm.ready, static_cast<uint32_t>(r));
     }
-  }
+    if (t == 0) FP8_SMALLM_STAMP(kStaged);
 
-  // The reduction of the shared slabs this CTA touched (only its first and last can be), its share of each.
-  reduce_share(p, cta, first_slab, t);
-  if (last_slab != first_slab) reduce_share(p, cta, last_slab, t);
+    // This CTA's share of the slab: the C partials summed in rank order, bf16, 4 channels (8 bytes) a store.
+    wait_cluster_barrier(&sm.ready, round & 1);
+    if (t == 0) FP8_SMALLM_STAMP(kClusterReady);
+    const int n0 = s * kSlab;
+    for (int f = share0 + t; f < share1; f += kConsumerThreads) {
+      const int m = f / (kSlab / 4), c4 = (f % (kSlab / 4)) * 4;
+      const int offset = m * kStagingStride + c4;
+      float4 total = *reinterpret_cast<const float4*>(cluster_pointer(&sm.staging[offset], 0));
+      for (int r = 1; r < cluster; ++r) {
+        const float4 v = *reinterpret_cast<const float4*>(cluster_pointer(&sm.staging[offset], static_cast<uint32_t>(r)));
+        total.x += v.x, total.y += v.y, total.z += v.z, total.w += v.w;
+      }
+      if (n0 + c4 < p.n)
+        *reinterpret_cast<uint2*>(p.c + static_cast<int64_t>(m) * p.n + n0 + c4) =
+            make_uint2(pack_bf16(total.x, total.y), pack_bf16(total.z, total.w));
+    }
+    // The warp's reads of the staging tiles have returned (the stores above used them): a relaxed arrival
+    // frees the tiles without waiting for the bf16 stores to reach memory.
+    __syncwarp();
+    if (lane == 0)
+      for (int r = 0; r < cluster; ++r) arrive_cluster_barrier(&sm.freed, static_cast<uint32_t>(r));
+    if (t == 0) FP8_SMALLM_STAMP(kReduced);
+  }
+  // No exit while a CTA of the cluster may still read this one's staging tile.
+  if (range.s1 > range.s0) wait_cluster_barrier(&sm.freed, static_cast<uint32_t>(range.s1 - range.s0 - 1) & 1);
+  if (t == 0) FP8_SMALLM_STAMP(kExit);
 }
 
 template <int kN>
@@ -367,26 +387,31 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const __grid_constant
   constexpr int kStages = StagesFor<kN>::value;
   extern __shared__ __align__(1024) uint8_t shared_raw[];
   // Rounded up to 1024 bytes (the 128-byte swizzle's period) by an offset, so that the compiler keeps
-  // knowing the pointer is shared memory.
+  // knowing the pointer is shared memory. Every CTA has the same layout, so a pointer into this CTA's
+  // tile maps (mapa) onto the same tile of another CTA of the cluster.
   auto& sm = *reinterpret_cast<Shared<kN, kStages>*>(shared_raw + ((1024u - (smem_u32(shared_raw) & 1023u)) & 1023u));
-  const int cta = static_cast<int>(blockIdx.x);
-  const int u0 = range_begin(p.plan, cta), u1 = range_begin(p.plan, cta + 1);
+  const Range range = range_of(p.plan);
 
   if (threadIdx.x == 0) {
+    FP8_SMALLM_STAMP(kEntry);
     for (int s = 0; s < kStages; ++s) {
       cutlass::arch::ClusterTransactionBarrier::init(&sm.full[s], 2);  // the TMA bytes' arrival + cp.async's
       cutlass::arch::ClusterBarrier::init(&sm.empty[s], kConsumerWarps);
     }
+    cutlass::arch::ClusterBarrier::init(&sm.ready, p.plan.cluster * kConsumerWarps);
+    cutlass::arch::ClusterBarrier::init(&sm.freed, p.plan.cluster * kConsumerWarps);
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&p.weight_map));
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&p.token_map));
   }
-  __syncthreads();
+  // Every CTA's barriers initialized before any CTA of the cluster arrives on them.
+  cute::cluster_sync();
+  if (threadIdx.x == 128) FP8_SMALLM_STAMP(kInitDone);
   if (threadIdx.x < 128) {
-    if (threadIdx.x == 0) produce<kN, kStages>(p, sm, u0, u1);
+    if (threadIdx.x == 0) produce<kN, kStages>(p, sm, range);
     return;
   }
-  consume<kN, kStages>(p, sm, cta, u0, u1, static_cast<int>(threadIdx.x) - 128);
+  consume<kN, kStages>(p, sm, range, static_cast<int>(threadIdx.x) - 128);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -425,66 +450,67 @@ inline bool encode_rows(CUtensorMap* map, const void* base, int64_t rows, int64_
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The device's SM count, asked once per device.
-inline int multiprocessors() {
-  static int cached_device = -1, count = 0;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (device != cached_device) {
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) count = 0;
-    cached_device = device;
-  }
-  return count;
-}
-
 inline int padded_tokens(int m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
-inline Plan plan_for(int n, int k) { return make_plan(n, k, multiprocessors()); }
-
-inline size_t workspace_size(int m, int n, int k) {
-  return static_cast<size_t>(workspace_bytes(plan_for(n, k), m));
+inline cudaLaunchConfig_t launch_config(int grid, int cluster, int bytes, cudaStream_t stream,
+                                        cudaLaunchAttribute* attribute) {
+  attribute->id = cudaLaunchAttributeClusterDimension;
+  attribute->val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute->val.clusterDim.y = 1;
+  attribute->val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = static_cast<size_t>(bytes);
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
 }
 
-// A new epoch per call: 1 .. 0xFFFFFFFE (0xFFFFFFFF is the poison).
-inline uint32_t next_epoch() {
-  static std::atomic<uint32_t> epoch{0};
-  uint32_t e = epoch.load(std::memory_order_relaxed), next;
-  do {
-    next = epoch_after(e);
-  } while (!epoch.compare_exchange_weak(e, next, std::memory_order_relaxed));
-  return next;
+// How many clusters of c CTAs (c = 1 .. kMaxCluster) gemm_kernel<kN> runs at once on the current device,
+// asked once per device (0: that cluster size cannot launch). Null when the device refuses the kernel.
+template <int kN>
+const int* resident_clusters() {
+  constexpr int kBytes = shared_bytes<kN, StagesFor<kN>::value>();
+  static_assert(kBytes <= kSmemLimit, "one CTA's shared memory");
+  static int configured_device = -1, resident[kMaxCluster + 1] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return nullptr;
+  if (device != configured_device) {
+    if (cudaFuncSetAttribute(gemm_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(gemm_kernel<kN>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+      return nullptr;
+    for (int c = 1; c <= kMaxCluster; ++c) {
+      cudaLaunchAttribute attribute;
+      const cudaLaunchConfig_t config = launch_config(c, c, kBytes, nullptr, &attribute);
+      int count = 0;
+      resident[c] = cudaOccupancyMaxActiveClusters(&count, gemm_kernel<kN>, &config) == cudaSuccess ? count : 0;
+    }
+    cudaGetLastError();  // a size the device refuses leaves its error behind
+    configured_device = device;
+  }
+  return resident;
+}
+
+// The plan of an M x N x K call on the current device (cluster 0: none fits).
+inline Plan plan_for(int m, int n, int k) {
+  const int* resident = nullptr;
+  switch (padded_tokens(m)) {
+    case 8: resident = resident_clusters<8>(); break;
+    case 16: resident = resident_clusters<16>(); break;
+    case 32: resident = resident_clusters<32>(); break;
+    default: resident = resident_clusters<64>(); break;
+  }
+  if (resident == nullptr) return Plan{0, 0, 0, 0, 0};
+  return make_plan(n, k, resident);
 }
 
 template <int kN>
-cudaError_t launch_padded(Params& params, cudaStream_t stream) {
-  constexpr int kStages = StagesFor<kN>::value;
-  constexpr int kBytes = shared_bytes<kN, kStages>();
-  static_assert(kBytes <= kSmemLimit, "one CTA's shared memory");
-  static int configured_device = -1, resident = 0;
-  int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error != cudaSuccess) return error;
-  if (device != configured_device) {
-    error = cudaFuncSetAttribute(gemm_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    if (error != cudaSuccess) return error;
-    int per_sm = 0;
-    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel<kN>, kThreads, kBytes);
-    if (error != cudaSuccess) return error;
-    resident = per_sm * multiprocessors();
-    configured_device = device;
-  }
-  // The reduction's waits need every CTA resident; the cooperative launch refuses a grid that is not.
-  if (params.plan.grid > resident) return cudaErrorCooperativeLaunchTooLarge;
+cudaError_t launch_padded(const Params& params, cudaStream_t stream) {
   cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeCooperative;
-  attribute.val.cooperative = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(params.plan.grid));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kBytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config =
+      launch_config(params.plan.grid, params.plan.cluster, shared_bytes<kN, StagesFor<kN>::value>(), stream, &attribute);
   return cudaLaunchKernelEx(&config, gemm_kernel<kN>, params);
 }
 
@@ -494,15 +520,14 @@ inline bool supports(const void* a, const float* sa, const void* b, const float*
   return m >= 1 && m <= 64 && aligned(a, 16) && aligned(sa, 16) && aligned(b, 16) && aligned(c, 16) && aligned(sb, 4);
 }
 
-// Runs C = the block-scaled product for 1 <= M <= 64 on `stream`. A nonzero cudaError_t: nothing was
-// launched (the caller may take another path) unless the launch itself failed.
+// Runs C = the block-scaled product for 1 <= M <= 64 on `stream`. cudaErrorInvalidValue: nothing was
+// launched (no plan fits the device, or a tensor map TMA does not take), and the caller may take another
+// path; any other error is the launch's own.
 inline cudaError_t run(const void* a, const float* sa, const void* b, const float* sb, void* c, int m, int n, int k,
-                       int sa_ld, void* workspace, size_t workspace_bytes_given, cudaStream_t stream) {
+                       int sa_ld, cudaStream_t stream) {
   Params params;
-  params.plan = plan_for(n, k);
-  if (params.plan.grid < 1 || static_cast<int64_t>(workspace_bytes_given) < workspace_bytes(params.plan, m) ||
-      reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
-    return cudaErrorInvalidValue;
+  params.plan = plan_for(m, n, k);
+  if (params.plan.cluster < 1) return cudaErrorInvalidValue;
   const int padded = padded_tokens(m);
   if (!encode_rows(&params.weight_map, b, n, k, kKBlock, kSlab) ||
       !encode_rows(&params.token_map, a, m, k, kKBlock, static_cast<uint32_t>(padded)))
@@ -510,12 +535,9 @@ inline cudaError_t run(const void* a, const float* sa, const void* b, const floa
   params.sa = sa;
   params.sb = sb;
   params.c = static_cast<__nv_bfloat16*>(c);
-  params.flags = static_cast<uint32_t*>(workspace);
-  params.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + flags_bytes(params.plan));
   params.m = m;
   params.n = n;
   params.sa_ld = sa_ld;
-  params.epoch = next_epoch();
   switch (padded) {
     case 8: return launch_padded<8>(params, stream);
     case 16: return launch_padded<16>(params, stream);

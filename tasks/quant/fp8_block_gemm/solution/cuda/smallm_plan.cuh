@@ -1,12 +1,13 @@
-// The small-M kernel's division of work, shared by the host (grid, workspace) and the device (each CTA's
-// units, the contributors of a slab, the workspace slots). Plain C++ so that a host program can check it.
+// The small-M kernel's division of work, shared by the host (grid, cluster) and the device (each CTA's
+// units, its share of the reduction). Plain C++ so that a host program can check it.
 //
-// The weight is cut into slabs of kSlab output channels (one weight-scale block) and K blocks of kBlock;
-// a unit is one (slab, K block). The U = slabs x KB units, slab-major, are cut into G contiguous ranges of
-// floor(U / G) or ceil(U / G) units, one per CTA. A CTA's range is a run of segments, one per slab it
-// touches: whole slabs inside it, possibly a partial slab at either end. A slab touched by c > 1 CTAs is
-// "shared": each of them writes an fp32 partial and raises its slot's flag; at the end each of the c waits
-// for the c flags and reduces its 1/c of the slab.
+// The weight is cut into slabs of kSlab output channels (one weight-scale block) and K blocks of kKBlock;
+// a unit is one (slab, K block). The slabs are dealt to Q clusters of C CTAs, a contiguous run of slabs to
+// each cluster; within a cluster, CTA r streams the K blocks [r KB / C, (r + 1) KB / C) of every slab of
+// its cluster. A slab's C partial sums therefore sit in the shared memory of one cluster, and are reduced
+// there through distributed shared memory: no partial leaves the SMs and no CTA waits on another cluster.
+// C trades the K loop's length (KB / C units per CTA and slab) against the reduction; Q is bounded by the
+// clusters of C CTAs the GPU holds at once (its GPCs decide that, so the host asks the occupancy API).
 #pragma once
 
 #include <cstdint>
@@ -20,78 +21,54 @@
 namespace fp8_block_gemm {
 namespace smallm {
 
-constexpr int kSlab = 128;   // output channels of a slab: the weight-scale block, two 64-row wgmma tiles
-constexpr int kKBlock = 128; // K of a unit: one scale block
+constexpr int kSlab = 128;       // output channels of a slab: the weight-scale block, two 64-row wgmma tiles
+constexpr int kKBlock = 128;     // K of a unit: one scale block
+constexpr int kMaxCluster = 16;  // Hopper's non-portable maximum (8 is the portable one)
+
+// What one slab's reduction costs a cluster of more than one CTA, in units of streaming (about 0.6 us
+// each at M 64 on the H200): the wait for the cluster's slowest CTA, the exchange through distributed
+// shared memory and the bf16 stores. It keeps C small when a larger one saves only a unit or two.
+constexpr int kReduceCost = 2;
 
 struct Plan {
-  int slabs;  // ceil(N / 128)
-  int kb;     // K / 128
-  int units;  // slabs * kb
-  int grid;   // G CTAs, 1 <= G <= units
+  int slabs;     // ceil(N / 128)
+  int kb;        // K / 128
+  int cluster;   // C: CTAs of a cluster, 1 <= C <= min(KB, kMaxCluster); 0 when no plan fits
+  int clusters;  // Q: clusters, 1 <= Q <= slabs
+  int grid;      // Q C CTAs
 };
 
-// At least kMinUnits units per CTA: a tiny problem (the smoke shapes: 24 and 128 units) is latency
-// bound, and a CTA streams 4 units in one DRAM round trip as fast as 1, with a quarter of the partials.
-constexpr int kMinUnits = 4;
-
-SMALLM_HD Plan make_plan(int n, int k, int ctas) {
-  Plan p;
-  p.slabs = (n + kSlab - 1) / kSlab;
-  p.kb = k / kKBlock;
-  p.units = p.slabs * p.kb;
-  const int wanted = (p.units + kMinUnits - 1) / kMinUnits;
-  p.grid = ctas < wanted ? ctas : wanted;
-  if (p.grid < 1) p.grid = 1;
-  return p;
+// The plan of the fewest units per CTA (each slab's reduction counted as kReduceCost units), the smaller
+// C on a tie. resident[c] (c = 1 .. kMaxCluster) is how many clusters of c CTAs the GPU runs at once, 0
+// where it cannot launch them; rounds = ceil(slabs / Q) slabs a cluster streams one after another.
+SMALLM_HD Plan make_plan(int n, int k, const int* resident) {
+  Plan best{(n + kSlab - 1) / kSlab, k / kKBlock, 0, 0, 0};
+  int best_cost = 0;
+  for (int c = 1; c <= kMaxCluster && c <= best.kb; ++c) {
+    const int q_max = resident[c] < best.slabs ? resident[c] : best.slabs;
+    if (q_max < 1) continue;
+    const int rounds = (best.slabs + q_max - 1) / q_max;
+    const int cost = rounds * ((best.kb + c - 1) / c + (c > 1 ? kReduceCost : 0));
+    if (best.cluster == 0 || cost < best_cost) {
+      best_cost = cost;
+      best.cluster = c;
+      best.clusters = (best.slabs + rounds - 1) / rounds;  // the fewest clusters with that many rounds
+    }
+  }
+  best.grid = best.cluster * best.clusters;
+  return best;
 }
 
-// First unit of CTA i (i = grid gives units).
-SMALLM_HD int range_begin(const Plan& p, int i) {
-  return static_cast<int>(static_cast<int64_t>(i) * p.units / p.grid);
-}
+// The first slab of cluster q (q = clusters gives slabs), and the first K block of rank r in its cluster
+// (r = cluster gives kb).
+SMALLM_HD int slab_begin(const Plan& p, int q) { return static_cast<int>(static_cast<int64_t>(q) * p.slabs / p.clusters); }
+SMALLM_HD int k_begin(const Plan& p, int r) { return static_cast<int>(static_cast<int64_t>(r) * p.kb / p.cluster); }
 
-// The CTA whose range holds unit u: the largest i with range_begin(i) <= u.
-SMALLM_HD int cta_of_unit(const Plan& p, int u) {
-  return static_cast<int>((static_cast<int64_t>(u + 1) * p.grid - 1) / p.units);
-}
-
-// The CTAs that touch slab s: first .. first + count - 1.
-struct Contributors {
-  int first, count;
-};
-SMALLM_HD Contributors contributors(const Plan& p, int s) {
-  const int first = cta_of_unit(p, s * p.kb);
-  const int last = cta_of_unit(p, (s + 1) * p.kb - 1);
-  return {first, last - first + 1};
-}
-
-// The workspace slot of CTA i's partial of slab s: two per CTA, its first slab's (head) and its last's
-// (tail). Only a CTA's first and last segments can be partial slabs, and when they are the same slab the
-// head slot is used.
-SMALLM_HD int partial_slot(const Plan& p, int i, int s) {
-  const int head = range_begin(p, i) / p.kb;
-  return s == head ? 2 * i : 2 * i + 1;
-}
-
-// The share of a shared slab's outputs that contributor j of c reduces: [begin, end) in float4s of the
-// slab's M x 128 tile (M * 32 float4s), row-major by token.
+// The share of a slab's outputs that rank j of c reduces: [begin, end) in float4s of the slab's M x 128
+// tile (M * 32 float4s), row-major by token.
 SMALLM_HD int share_begin(int j, int c, int m) {
   return static_cast<int>(static_cast<int64_t>(j) * (m * (kSlab / 4)) / c);
 }
-
-// Bytes of the workspace: one 32-bit flag per partial slot (2 G, rounded up to 256 bytes), then the 2 G
-// partial slots of M x 128 fp32.
-SMALLM_HD int64_t flags_bytes(const Plan& p) { return (static_cast<int64_t>(p.grid) * 2 * 4 + 255) / 256 * 256; }
-SMALLM_HD int64_t slot_floats(int m) { return static_cast<int64_t>(m) * kSlab; }
-SMALLM_HD int64_t workspace_bytes(const Plan& p, int m) {
-  return flags_bytes(p) + 2 * static_cast<int64_t>(p.grid) * slot_floats(m) * 4;
-}
-
-// A slot's flag holds the epoch of the call that last wrote its partial. The host gives every call a new
-// epoch in [1, 0xFFFFFFFE]: the harness's poison (0xFFFFFFFF), zeros and every earlier call's flags differ
-// from it, so nothing has to be cleared before a call or reset after it.
-constexpr uint32_t kMaxEpoch = 0xFFFFFFFEu;
-SMALLM_HD uint32_t epoch_after(uint32_t epoch) { return epoch >= kMaxEpoch ? 1u : epoch + 1u; }
 
 // The m64nNk32 wgmma accumulator, per thread of the warpgroup (0..127): value i is at row (channel within
 // the warpgroup's 64) 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2) and column (token) 8 (i / 4) + 2 (t % 4)
@@ -99,8 +76,8 @@ SMALLM_HD uint32_t epoch_after(uint32_t epoch) { return epoch >= kMaxEpoch ? 1u 
 SMALLM_HD int fragment_row(int t, int i) { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2); }
 SMALLM_HD int fragment_col(int t, int i) { return 8 * (i / 4) + 2 * (t % 4) + i % 2; }
 
-// The staging tile of a segment's sum in shared memory: [token][channel], a row of 128 channels padded to
-// 132 floats (a row is 528 bytes: 16-byte aligned, and the fragment's stores hit 32 distinct banks).
+// The staging tile of a slab's partial sum in shared memory: [token][channel], a row of 128 channels
+// padded to 132 floats (a row is 528 bytes: 16-byte aligned, and the fragment's stores hit 32 distinct banks).
 constexpr int kStagingStride = kSlab + 4;
 
 }  // namespace smallm
