@@ -1,16 +1,18 @@
 // Where quant/fp8_block_gemm's small-M weight stream (solution/cuda/smallm_kernel.cuh, 1 <= M <= 64) spends
-// its time: the shipped kernel, unchanged, timed alone with CUDA events over a sweep of weight shapes, each
-// with a cold L2 (a 256 MiB write between calls, as the harness flushes) and with a warm one (the same
-// call again: a weight under the 50 MB L2 is then read from it), beside an empty kernel launched with the
-// same cooperative configuration (grid, 384 threads, the same dynamic shared memory) and the host's own
-// time in run() (two tensor-map encodes and the launch), and beside the plainest kernel that reads the same
-// weight once (cold and warm): what any weight stream pays after the flush.
+// its time: the shipped kernel timed alone with CUDA events over a sweep of weight shapes, each with a cold
+// L2 (a 256 MiB write between calls, as the harness flushes) and with a warm one (the same call again: a
+// weight under the 50 MB L2 is then read from it), beside an empty kernel of the same shape (132 CTAs of
+// 384 threads, the same dynamic shared memory; cooperative and plain), the host's own time in run() (two
+// tensor-map encodes and the launch), and the plainest kernel that reads the same weight once (cold and
+// warm): what any weight stream pays after the flush. Then one more cold call per shape with the kernel's
+// timestamps on (FP8_SMALLM_STAMP below: each CTA's entry, first and last loads, stream end, staging,
+// cluster exchange, reduction and exit), summarized per event, and with a second argument written per CTA
+// to a CSV: where the time between the launch and the last store goes.
 //
-// The question it answers (tasks/quant/fp8_block_gemm/notes.md): the measured times fit about 15.4 us plus
-// the weight at 3.8 TB/s, and even qkv_a M64, whose 7 units per CTA all fit the ring at once, takes 18 us.
-// If a warm L2 leaves the small shapes as slow, the fixed cost is in the kernel's own chain (launch,
-// barriers, the split-K reduction), not in DRAM; if the empty cooperative launch is most of it, in the
-// launch.
+// What it found (tasks/quant/fp8_block_gemm/notes.md, 2026-12-04): a warm L2 left the first form of the
+// kernel as slow as a cold one, and its stamps put about 5.5 us of qkv_a M64's 19.5 after the stream, in the
+// split-K reduction through global memory; the cluster form that replaced it keeps that reduction in the
+// cluster's shared memory.
 //
 // Built only on request (`cmake --build build --target d2k-fp8-smallm-probe`; scripts/gpu-pack packs it):
 // it needs the CUTLASS headers that setup installs and an sm_90a GPU to run.

@@ -5,8 +5,9 @@
 // blockwise-scaling collective), so the tensor cores never see a scale and the result keeps DeepSeek-V3's
 // per-block semantics. Small M reads each weight byte once and computes little: a weight stream whose
 // output tiles are too few for 132 SMs unless K is split. For M <= 64 and a weight of at most 16 MiB,
-// smallm_kernel.cuh's stream (the K loop split across the CTAs of a cluster, reduced in its shared memory); for larger
-// small-M weights, and as the stream's fallback, CUTLASS's stream-K kernel (gemm_kernels.cuh's SmallM).
+// smallm_kernel.cuh's stream (each slab's K loop split across the CTAs of a cluster and reduced in its
+// shared memory); for larger small-M weights, and as the stream's fallback, CUTLASS's stream-K kernel
+// (gemm_kernels.cuh's SmallM).
 // Large M is compute bound: 128 x 128 tiles, a 1 x 2 cluster multicasting the token tile, persistent CTAs
 // (gemm_kernels.cuh's LargeM). This file checks the call, picks the kernel and runs it.
 // Before any header: CUTLASS's device-side asserts are calls out of the kernel, and ptxas serializes every
@@ -216,10 +217,11 @@ auto dispatch(const Problem& p, F&& f) {
 
 // M <= 64 with a weight of at most 16 MiB runs smallm_kernel.cuh's weight stream; larger weights, and
 // operands the stream refuses (pointers not 16-byte aligned, no cluster plan the device launches), the
-// CUTLASS stream-K kernel (SmallM). Measured on the H200 (notes.md, 2026-12-03): the stream has the smaller
-// fixed cost and the lower rate per byte (DRAM at 32% of peak on q_b M 64), so it wins where the weight
-// is small (qkv_a 15 MB at M 64: 18.1 us against 21.6; 1 MB at M 3: 9.6 against 30.1) and loses from
-// 29 MB up (shared_gate_up 22.5 against 21.4, q_b 27.8 against 19.9, o_proj 45.9 against 40.5).
+// CUTLASS stream-K kernel (SmallM). Measured on the H200 (notes.md): the stream has the smaller fixed cost
+// and the lower rate per byte, so it wins where the weight is small (qkv_a 15 MB at M 64: 13.1 us against
+// 21.6; 1 MB at M 3: 8.7 against 30.1). The threshold dates from the stream's first form (2026-12-03:
+// shared_gate_up 22.5 against 21.4); the cluster form's probe (2026-12-04) puts shared_gate_up's 29 MB at
+// about 18.4 us cold, so it would now win there too (not yet measured through the harness).
 constexpr long long kStreamMaxWeightBytes = 16ll << 20;
 bool stream_path(const Problem& p) {
   return p.m >= 1 && p.m <= 64 && static_cast<long long>(p.n) * p.k <= kStreamMaxWeightBytes;
