@@ -4,15 +4,37 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace d2k::campaign {
 
+namespace {
+
+double seconds_since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 DeviceLocks::DeviceLocks(std::filesystem::path dir) : dir_(std::move(dir)) {
   if (!dir_.empty()) std::filesystem::create_directories(dir_);
+}
+
+DeviceLocks::~DeviceLocks() {
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+}
+
+void DeviceLocks::journal_to(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) fail("{}: cannot open the device locks' journal: {}", file.string(), std::strerror(errno));
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+  journal_fd_ = fd;
 }
 
 void DeviceLocks::acquire(int device, bool exclusive) {
@@ -59,8 +81,17 @@ std::shared_ptr<void> DeviceLocks::hold(int device, bool exclusive) {
       fail("{}: flock: {}", file.string(), std::strerror(error));
     }
   }
-  // The handle's deleter drops the flock (closing its descriptor) and then the in-process lock.
-  return std::shared_ptr<void>(reinterpret_cast<void*>(static_cast<intptr_t>(fd + 2)), [this, device, exclusive, fd](void*) {
+  // The handle's deleter writes the journal's line, drops the flock (closing its descriptor) and then the
+  // in-process lock.
+  const double acquired = seconds_since_epoch();
+  return std::shared_ptr<void>(reinterpret_cast<void*>(static_cast<intptr_t>(fd + 2)), [this, device, exclusive, fd, acquired](void*) {
+    if (journal_fd_ >= 0) {
+      const auto line = fmt::format("{{\"device\": {}, \"exclusive\": {}, \"acquired\": {:.6f}, \"released\": {:.6f}, \"pid\": {}}}\n",
+                                    device, exclusive, acquired, seconds_since_epoch(), ::getpid());
+      // One write per line (O_APPEND): lines of several writers never interleave. A journal that cannot
+      // be written loses the line, never the hold's release.
+      [[maybe_unused]] const auto written = ::write(journal_fd_, line.data(), line.size());
+    }
     if (fd >= 0) ::close(fd);
     release(device, exclusive);
   });

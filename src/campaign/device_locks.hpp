@@ -4,6 +4,12 @@
 // shards on one node, a `d2k eval` in another shell that takes the same lock) an flock on
 // <dir>/device-<index>.lock, LOCK_SH or LOCK_EX, taken after the in-process one. The kernel drops an
 // flock when its holder dies in any way, kill -9 included.
+//
+// With a journal, every hold is appended to it when released, one JSON object per line: {"device",
+// "exclusive", "acquired", "released" (seconds since the epoch, after the lock was taken and before it
+// is dropped), "pid"}. tools/device_holds.py checks a journal: no exclusive hold may overlap any other
+// hold of its device. Several processes may append to one journal (one write per line, O_APPEND); a
+// hold whose process was killed is not in it.
 #pragma once
 
 #include <condition_variable>
@@ -21,12 +27,16 @@ class DeviceLocks {
   explicit DeviceLocks(std::filesystem::path dir = {});
   DeviceLocks(const DeviceLocks&) = delete;
   DeviceLocks& operator=(const DeviceLocks&) = delete;
+  ~DeviceLocks();
 
   // Blocks until the device's lock is held; released when the handle is dropped.
   std::shared_ptr<void> hold(int device, bool exclusive);
 
   // For EvalEnvironment::hold_device: the lock of one device index. `this` must outlive it.
   std::function<std::shared_ptr<void>(bool exclusive)> for_device(int device);
+
+  // Appends every hold released from now on to `file` (created when missing).
+  void journal_to(const std::filesystem::path& file);
 
  private:
   struct Slot {
@@ -38,6 +48,7 @@ class DeviceLocks {
   void release(int device, bool exclusive);
 
   std::filesystem::path dir_;
+  int journal_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<int, Slot> slots_;

@@ -47,6 +47,7 @@ class Driver {
  public:
   explicit Driver(CampaignSetup& setup)
       : s_(setup), store_(setup.paths.store()), locks_(setup.locks_dir) {
+    locks_.journal_to(s_.paths.holds());
     s_.environment.hold_device = locks_.for_device(0);
   }
 

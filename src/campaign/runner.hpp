@@ -25,8 +25,9 @@
 namespace d2k::campaign {
 
 // Where a campaign lives: <dir>/campaign.db (the store), runs/<key>/ (run folders), logs/<key>.log (each
-// run's console), campaign.lock (held by the process that drives it). A shard (shard.hpp) has its own
-// store and lock beside those, campaign.shard-<i>-of-<n>.db and .lock, and shares the rest.
+// run's console), campaign.lock (held by the process that drives it), device-holds.jsonl (every hold of
+// the device lock, device_locks.hpp's journal). A shard (shard.hpp) has its own store and lock beside
+// those, campaign.shard-<i>-of-<n>.db and .lock, and shares the rest.
 struct CampaignPaths {
   std::filesystem::path dir;
   Shard shard;  // whole by default
@@ -34,6 +35,7 @@ struct CampaignPaths {
   std::filesystem::path runs() const { return dir / "runs"; }
   std::filesystem::path logs() const { return dir / "logs"; }
   std::filesystem::path lock() const { return shard.whole() ? dir / "campaign.lock" : shard_lock(dir, shard); }
+  std::filesystem::path holds() const { return dir / "device-holds.jsonl"; }
   std::filesystem::path run_dir(const std::string& key) const;
   std::filesystem::path log(const std::string& key) const;
 };

@@ -1,11 +1,15 @@
 // Device locks with fake devices: timing (exclusive) never overlaps anything on its device, checks
 // (shared) overlap one another, devices are independent, a waiting benchmark is not starved by checks,
-// and the flock holds across lock objects (as across processes).
+// the flock holds across lock objects (as across processes), and the journal records every hold.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -92,6 +96,51 @@ TEST(DeviceLocks, TheFileLockHoldsAcrossLockObjects) {
   other.join();
   EXPECT_TRUE(got);
   EXPECT_TRUE(std::filesystem::exists(dir / "device-3.lock"));
+}
+
+TEST(DeviceLocks, TheJournalHasEveryHoldAndNoExclusiveOneOverlapsAnotherOfItsDevice) {
+  const auto file = std::filesystem::temp_directory_path() / ("d2k_test_holds_" + std::to_string(::getpid()) + ".jsonl");
+  std::filesystem::remove(file);
+  Device devices[2];
+  {
+    DeviceLocks locks;
+    locks.journal_to(file);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 20; ++i) work(locks, devices[t % 2], t % 2, (i + t) % 3 == 0);
+      });
+    for (auto& t : threads) t.join();
+  }
+  struct Hold {
+    int device;
+    bool exclusive;
+    double acquired, released;
+  };
+  std::vector<Hold> holds;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    holds.push_back({j.at("device").get<int>(), j.at("exclusive").get<bool>(), j.at("acquired").get<double>(),
+                     j.at("released").get<double>()});
+    EXPECT_EQ(j.at("pid").get<long>(), static_cast<long>(::getpid()));
+  }
+  ASSERT_EQ(holds.size(), 120u);
+  int exclusive = 0, shared_overlaps = 0;
+  for (size_t a = 0; a < holds.size(); ++a) {
+    EXPECT_LE(holds[a].acquired, holds[a].released);
+    exclusive += holds[a].exclusive;
+    for (size_t b = a + 1; b < holds.size(); ++b) {
+      const bool overlap = holds[a].device == holds[b].device && holds[a].acquired < holds[b].released &&
+                           holds[b].acquired < holds[a].released;
+      if (overlap && (holds[a].exclusive || holds[b].exclusive))
+        ADD_FAILURE() << "holds " << a << " and " << b << " of device " << holds[a].device << " overlap";
+      shared_overlaps += overlap;
+    }
+  }
+  EXPECT_EQ(exclusive, 40);       // (i + t) % 3 == 0 for 40 of the 120 (t, i)
+  EXPECT_GT(shared_overlaps, 0);  // checks ran side by side, and the journal shows it
+  std::filesystem::remove(file);
 }
 
 }  // namespace

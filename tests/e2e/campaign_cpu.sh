@@ -183,4 +183,25 @@ PY
 grep -q "Paired against none" "$WORK/report.txt" || fail_now "the terminal report"
 grep -q "^campaign ci on cpu (.*), language cuda: 60 runs" "$WORK/report.txt" || fail_now "the terminal report's header"
 grep -q '<table id="table-arms">' "$WORK/report.html" || fail_now "the HTML report has no arms table: $WORK/report.html"
+
+# The device lock over the whole campaign (4 runs at once, restarts after kills): the journal of its holds
+# shows no timed evaluation beside anything else on the device, and checks side by side.
+"$PY" "$D2K_ROOT/tools/device_holds.py" "$CAMPAIGN/device-holds.jsonl" --min-concurrent-shared 2 > "$WORK/holds.txt" ||
+  { cat "$WORK/holds.txt"; fail_now "the device lock's journal"; }
+grep -q "^device 0: .* from [2-9][0-9]* process(es)" "$WORK/holds.txt" || { cat "$WORK/holds.txt"; fail_now "the journal spans the restarts"; }
+echo "ok: $(head -1 "$WORK/holds.txt")"
+# ... and the check can fail: a timed hold that overlaps a check of its device (another device's does not count).
+printf '%s\n' '{"device": 0, "exclusive": true, "acquired": 100.0, "released": 101.0, "pid": 1}' \
+  '{"device": 1, "exclusive": false, "acquired": 100.5, "released": 100.7, "pid": 2}' \
+  '{"device": 0, "exclusive": false, "acquired": 100.9, "released": 102.0, "pid": 2}' > "$WORK/bad-holds.jsonl"
+set +e; "$PY" "$D2K_ROOT/tools/device_holds.py" "$WORK/bad-holds.jsonl" > "$WORK/bad-holds.txt"; rc=$?; set -e
+expect_eq "$rc" 1 "device_holds.py on overlapping holds"
+grep -q "^overlap on device 0: exclusive hold of line 1 (pid 1, 100.000000-101.000000) and shared hold of line 3" "$WORK/bad-holds.txt" ||
+  { cat "$WORK/bad-holds.txt"; fail_now "device_holds.py names the overlap"; }
+# tools/campaign_medians.py, the comparison of two runs of a plan (issue 19), against the store itself.
+"$PY" "$D2K_ROOT/tools/campaign_medians.py" "$CAMPAIGN/campaign.db" "$CAMPAIGN/campaign.db" > "$WORK/medians.txt" ||
+  fail_now "campaign_medians.py"
+grep -q "^final (B against A): [1-9][0-9]* medians, geomean B/A 1.0000, largest deviation 0.00%, 100% inside" "$WORK/medians.txt" ||
+  { cat "$WORK/medians.txt"; fail_now "campaign_medians.py on one store twice"; }
+grep -q "^A's final against A's re-run (the noise): [1-9]" "$WORK/medians.txt" || { cat "$WORK/medians.txt"; fail_now "campaign_medians.py's noise line"; }
 echo "ok: campaign_cpu took $(( $(date +%s) - STARTED )) s"
