@@ -14,6 +14,7 @@ NAME=${NAME:-h200-scripted}
 TASKS=${TASKS:-'"act/silu_and_mul", "moe/topk_softmax", "moe/sum_reduce"'}
 CONDITIONS=${CONDITIONS:-'"none", "L1"'}
 WORK=/tmp/gpu-campaign-$NAME; rm -rf $WORK; mkdir -p $WORK
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader > $WORK/gpu.txt
 PY=python3
 export POLICY_DEVICE=cuda
 source tests/e2e/policy_models.bash
