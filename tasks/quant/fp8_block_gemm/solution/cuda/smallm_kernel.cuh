@@ -52,15 +52,15 @@
 namespace fp8_block_gemm {
 namespace smallm {
 
-// The events FP8_SMALLM_STAMP marks, in a CTA's order. Those a CTA passes more than once (a segment's
+// The events FP8_SMALLM_STAMP marks, in a CTA's order. Those a CTA passes more than once (a slab's
 // end, a reduction) keep the last.
 enum Stamp {
   kEntry,        // thread 0, before the barriers' initialization
-  kInitDone,     // the first consumer thread, after the block's __syncthreads
+  kInitDone,     // the first consumer thread, after the cluster's barrier (every CTA's barriers initialized)
   kFirstIssue,   // the producer, its first unit's loads issued
   kLastIssue,    // the producer, its last unit's loads issued
   kFirstFull,    // the first consumer thread, its first unit landed
-  kStreamEnd,    // ... a segment's last unit promoted
+  kStreamEnd,    // ... a slab's last unit promoted
   kStaged,       // ... the slab's partial sum in shared memory, the cluster told
   kClusterReady, // ... every partial of the slab in the cluster staged
   kReduced,      // ... its share of the slab written
