@@ -24,6 +24,12 @@ def medians(path):
     return {(k, kind, w): (m, lo, hi) for k, kind, w, m, lo, hi in rows}
 
 
+def interval(x):
+    """A median's 95% interval, the median itself where the store has none."""
+    median, low, high = x
+    return (low or median), (high or median)
+
+
 def summarize(label, pairs, worst):
     if not pairs:
         print(f"{label}: none in common")
@@ -32,8 +38,9 @@ def summarize(label, pairs, worst):
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     inside = 0
     for _, a, b in pairs:
-        half = max((a[2] or a[0]) - (a[1] or a[0]), (b[2] or b[0]) - (b[1] or b[0])) / 2
-        inside += (a[1] or a[0]) - half <= b[0] <= (a[2] or a[0]) + half
+        (a_low, a_high), (b_low, b_high) = interval(a), interval(b)
+        half = max(a_high - a_low, b_high - b_low) / 2
+        inside += a_low - half <= b[0] <= a_high + half
     print(f"{label}: {len(pairs)} medians, geomean B/A {geo:.4f}, largest deviation {max(abs(r - 1) for r in ratios):.2%}, "
           f"{inside / len(pairs):.0%} inside A's interval widened by the larger half-width")
     for key, a, b in sorted(pairs, key=lambda p: -abs(p[2][0] / p[1][0] - 1))[:worst]:

@@ -37,14 +37,18 @@ def read(path):
     return holds
 
 
-def overlaps(holds):
+def by_device(holds):
+    """The holds of each device, in the order they were acquired."""
+    grouped = defaultdict(list)
+    for h in sorted(holds, key=lambda h: h[2]):
+        grouped[h[0]].append(h)
+    return grouped
+
+
+def overlaps(grouped):
     """Pairs (exclusive hold, other hold) of one device whose intervals overlap."""
     found = []
-    by_device = defaultdict(list)
-    for h in holds:
-        by_device[h[0]].append(h)
-    for device, items in by_device.items():
-        items.sort(key=lambda h: h[2])
+    for items in grouped.values():
         for i, a in enumerate(items):
             for b in items[i + 1:]:
                 if b[2] >= a[3]:
@@ -76,17 +80,15 @@ def main():
     if not holds:
         print(f"{args.journal}: no holds")
         return 1 if args.min_concurrent_shared > 0 else 0
-    bad = overlaps(holds)
+    grouped = by_device(holds)
+    bad = overlaps(grouped)
     for a, b in bad:
         kind = lambda h: "exclusive" if h[1] else "shared"
         print(f"overlap on device {a[0]}: {kind(a)} hold of line {a[5]} (pid {a[4]}, {a[2]:.6f}-{a[3]:.6f}) and "
               f"{kind(b)} hold of line {b[5]} (pid {b[4]}, {b[2]:.6f}-{b[3]:.6f})")
     best_shared = 0
-    by_device = defaultdict(list)
-    for h in holds:
-        by_device[h[0]].append(h)
-    for device in sorted(by_device):
-        items = by_device[device]
+    for device in sorted(grouped):
+        items = grouped[device]
         exclusive = [h for h in items if h[1]]
         shared = [h for h in items if not h[1]]
         concurrent = max_concurrent_shared(items)

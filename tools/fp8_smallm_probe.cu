@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
 
   // The empty kernel at the M 64 configuration's shared memory, launched cooperatively and plainly.
   {
-    constexpr int kBytes = sm::shared_bytes<64, sm::StagesFor<64>::value>();
+    constexpr int kBytes = sm::kernel_shared_bytes<64>;
     check(cudaFuncSetAttribute(empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes), "attribute");
     cudaLaunchAttribute attribute;
     attribute.id = cudaLaunchAttributeCooperative;

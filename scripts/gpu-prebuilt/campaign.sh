@@ -43,7 +43,7 @@ per_endpoint = ${RUNS:-1}
 TOML
 timeout "${BUDGET:-400}" .gpu/d2k campaign run "$WORK/plan.toml" --dir "$WORK/campaign" --progress-seconds 10 2>&1 | tail -40
 echo "campaign rc=${PIPESTATUS[0]}"
-python3 tools/device_holds.py "$WORK/campaign/device-holds.jsonl" | tee "$WORK/holds.txt"
+"$PY" tools/device_holds.py "$WORK/campaign/device-holds.jsonl" | tee "$WORK/holds.txt"
 .gpu/d2k report "$WORK/campaign" | tee "$WORK/report.txt" | tail -60
 .gpu/d2k report "$WORK/campaign" --json "$WORK/report.json" > /dev/null
 .gpu/d2k report "$WORK/campaign" --html "$WORK/report.html" > /dev/null

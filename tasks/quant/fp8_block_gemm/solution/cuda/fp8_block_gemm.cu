@@ -18,7 +18,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>

@@ -108,6 +108,10 @@ struct StagesFor<kN, 1> {
   static constexpr int value = 1;
 };
 
+// The dynamic shared memory gemm_kernel<kN> is launched with.
+template <int kN>
+constexpr int kernel_shared_bytes = shared_bytes<kN, StagesFor<kN>::value>();
+
 struct Params {
   CUtensorMap weight_map;  // b [N, K] e4m3 as (K, N) bytes, box 128 x 128, 128-byte swizzle
   CUtensorMap token_map;   // a [M, K] e4m3 as (K, M) bytes, box 128 x Mpad, 128-byte swizzle
@@ -472,7 +476,7 @@ inline cudaLaunchConfig_t launch_config(int grid, int cluster, int bytes, cudaSt
 // asked once per device (0: that cluster size cannot launch). Null when the device refuses the kernel.
 template <int kN>
 const int* resident_clusters() {
-  constexpr int kBytes = shared_bytes<kN, StagesFor<kN>::value>();
+  constexpr int kBytes = kernel_shared_bytes<kN>;
   static_assert(kBytes <= kSmemLimit, "one CTA's shared memory");
   static int configured_device = -1, resident[kMaxCluster + 1] = {};
   int device = 0;
@@ -510,7 +514,7 @@ template <int kN>
 cudaError_t launch_padded(const Params& params, cudaStream_t stream) {
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config =
-      launch_config(params.plan.grid, params.plan.cluster, shared_bytes<kN, StagesFor<kN>::value>(), stream, &attribute);
+      launch_config(params.plan.grid, params.plan.cluster, kernel_shared_bytes<kN>, stream, &attribute);
   return cudaLaunchKernelEx(&config, gemm_kernel<kN>, params);
 }
 
